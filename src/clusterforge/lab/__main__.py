@@ -1,0 +1,46 @@
+"""``python -m clusterforge.lab up|down``: what scripts/up and scripts/down run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from clusterforge.errors import ClusterforgeError
+from clusterforge.lab.cluster import Lab
+from clusterforge.model import SECURITY_MODES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="clusterforge-lab", description=__doc__)
+    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="the project checkout")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="build and start the three-node lab")
+    up.add_argument(
+        "--network",
+        choices=("bridge", "loopback"),
+        default=None,
+        help="override the network mode chosen from the open-file limit",
+    )
+    up.add_argument(
+        "--mode",
+        choices=SECURITY_MODES,
+        default="open",
+        help="security mode of the cluster (default: open)",
+    )
+    commands.add_parser("down", help="remove the lab's containers and network; keep caches")
+    args = parser.parse_args(argv)
+    lab = Lab(repo=args.repo.resolve(), lab_dir=args.repo.resolve() / "inventories" / "lab")
+    try:
+        if args.command == "up":
+            lab.up(network=args.network, mode=args.mode)
+        else:
+            lab.down()
+    except ClusterforgeError as error:
+        print(f"clusterforge: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

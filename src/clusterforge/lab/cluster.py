@@ -1,0 +1,407 @@
+"""Bringing the lab up and down: node containers, the lab inventory, the playbook run.
+
+Two network modes (DESIGN.md, "Open-file limit"):
+
+- ``bridge``: every node on the lab's own docker network, sshd on port 22 of its address.
+- ``loopback``: the containers share the host's network namespace; every node owns one
+  loopback address (127.0.0.11, .12, ...) and its sshd listens on port 2222 there, since
+  the host's sshd holds port 22. Chosen where the open-file hard limit is below 65535,
+  because OpenSearch enforces its bootstrap checks (65535 open files) as soon as its
+  transport binds a non-loopback address.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterforge.errors import LabError
+from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
+from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
+from clusterforge.lab.process import run, say, wait_until
+
+CONTAINER_PREFIX = "clusterforge-lab-"
+NETWORK_NAME = "clusterforge-lab"
+NODE_COUNT = 3
+LOOPBACK_BASE = "127.0.0."
+LOOPBACK_FIRST_OCTET = 11
+LOOPBACK_SSH_PORT = 2222
+REQUIRED_NOFILE = 65535
+# The lab's nodes cannot raise the open-file limit above the machine's hard limit, and
+# systemd refuses to start a unit that asks for more than it may have.
+CLUSTER_NAME = "clusterforge-lab"
+HEAP = "512m"
+
+# systemd as PID 1 needs exactly these (DESIGN.md); --privileged fails on this platform.
+SYSTEMD_RUN_FLAGS = (
+    "--cap-add",
+    "SYS_ADMIN",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--cgroupns=host",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "--stop-signal",
+    "SIGRTMIN+3",
+)
+
+
+@dataclass(frozen=True)
+class LabNode:
+    inventory_name: str
+    address: str
+    ssh_port: int
+
+    @property
+    def container(self) -> str:
+        return f"{CONTAINER_PREFIX}{self.inventory_name}"
+
+
+def choose_network(requested: str | None) -> tuple[str, str]:
+    """Return (mode, reason)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    hard_text = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    if requested:
+        return requested, f"--network {requested} was given (open-file hard limit {hard_text})"
+    if hard != resource.RLIM_INFINITY and hard < REQUIRED_NOFILE:
+        return "loopback", (
+            f"the open-file hard limit is {hard_text}, below the {REQUIRED_NOFILE} OpenSearch's "
+            "bootstrap checks need off loopback; nodes use 127.0.0.x addresses in the host network"
+        )
+    return "bridge", f"the open-file hard limit is {hard_text}; nodes get their own docker network"
+
+
+def _container_state(name: str) -> dict[str, Any] | None:
+    result = run(["docker", "inspect", name], check=False)
+    if result.returncode != 0:
+        return None
+    state: dict[str, Any] = json.loads(result.stdout)[0]
+    return state
+
+
+def _container_network_mode(state: dict[str, Any]) -> str:
+    return "loopback" if state["HostConfig"]["NetworkMode"] == "host" else "bridge"
+
+
+class Lab:
+    """The lab's files live in ``lab_dir`` (inventories/lab): key, inventory, lab.json."""
+
+    def __init__(self, *, repo: Path, lab_dir: Path) -> None:
+        self.repo = repo
+        self.lab_dir = lab_dir
+        self.ssh_dir = lab_dir / ".ssh"
+        self.key = self.ssh_dir / "id_ed25519"
+
+    # -- containers -------------------------------------------------------------------
+
+    def _ensure_ssh_key(self) -> None:
+        self.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.key.exists():
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "clusterforge-lab",
+                    "-f",
+                    str(self.key),
+                ]
+            )
+        self.key.chmod(0o600)
+
+    def _sshd_config(self, node: LabNode) -> Path:
+        # Hidden, so that Ansible does not read it as part of the inventory directory.
+        path = self.lab_dir / ".state" / node.inventory_name / "sshd.conf"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            "# Written by scripts/up for the lab node "
+            f"{node.inventory_name}\nListenAddress {node.address}\nPort {node.ssh_port}\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUseDNS no\n"
+        )
+        return path
+
+    def _run_container(self, node: LabNode, network: str, nodes: list[LabNode]) -> None:
+        hosts = [f"--add-host={peer.inventory_name}:{peer.address}" for peer in nodes]
+        if network == "loopback":
+            placement = ["--network", "host"]
+        else:
+            placement = ["--network", NETWORK_NAME, "--hostname", node.inventory_name]
+            hosts = []
+        sshd_config = self._sshd_config(node)
+        run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                node.container,
+                "--label",
+                "clusterforge.lab=1",
+                *placement,
+                *hosts,
+                *SYSTEMD_RUN_FLAGS,
+                "-v",
+                f"{sshd_config}:/etc/ssh/sshd_config.d/clusterforge-lab.conf:ro",
+                "-v",
+                f"{self.key}.pub:/root/.ssh/authorized_keys:ro",
+                CURRENT_IMAGE,
+                "/sbin/init",
+            ]
+        )
+
+    def _bridge_address(self, node: LabNode) -> str:
+        state = _container_state(node.container)
+        if state is None:
+            raise LabError(f"container {node.container} vanished")
+        address: str = state["NetworkSettings"]["Networks"][NETWORK_NAME]["IPAddress"]
+        return address
+
+    def _planned_nodes(self, network: str) -> list[LabNode]:
+        if network == "loopback":
+            return [
+                LabNode(
+                    f"opensearch-{index + 1}",
+                    f"{LOOPBACK_BASE}{LOOPBACK_FIRST_OCTET + index}",
+                    LOOPBACK_SSH_PORT,
+                )
+                for index in range(NODE_COUNT)
+            ]
+        # In bridge mode docker assigns the address; sshd listens on all of the container's.
+        return [LabNode(f"opensearch-{index + 1}", "0.0.0.0", 22) for index in range(NODE_COUNT)]  # noqa: S104
+
+    def ensure_containers(self, network: str, image_tag: str) -> list[LabNode]:
+        nodes = self._planned_nodes(network)
+        if (
+            network == "bridge"
+            and run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode != 0
+        ):
+            run(["docker", "network", "create", "--label", "clusterforge.lab=1", NETWORK_NAME])
+        image_id = json.loads(run(["docker", "image", "inspect", image_tag]).stdout)[0]["Id"]
+        for node in nodes:
+            state = _container_state(node.container)
+            if state is not None and (
+                _container_network_mode(state) != network or state["Image"] != image_id
+            ):
+                say(f"{node.container} was made for another network or image; recreating it")
+                run(["docker", "rm", "-f", node.container])
+                state = None
+                (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
+            if state is None:
+                say(f"starting container {node.container}")
+                self._run_container(node, network, nodes)
+            elif not state["State"]["Running"]:
+                say(f"starting stopped container {node.container}")
+                run(["docker", "start", node.container])
+        if network == "bridge":
+            nodes = [LabNode(n.inventory_name, self._bridge_address(n), 22) for n in nodes]
+        for node in nodes:
+            wait_until(
+                f"sshd on {node.inventory_name} ({node.address}:{node.ssh_port})",
+                functools.partial(self._ssh_works, node),
+                timeout_s=120,
+            )
+        return nodes
+
+    def _ssh_options(self) -> list[str]:
+        return [
+            "-i",
+            str(self.key),
+            "-o",
+            f"UserKnownHostsFile={self.ssh_dir / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=3",
+        ]
+
+    def _ssh_works(self, node: LabNode) -> bool:
+        command = [
+            "ssh",
+            *self._ssh_options(),
+            "-p",
+            str(node.ssh_port),
+            f"root@{node.address}",
+            "true",
+        ]
+        return run(command, check=False).returncode == 0
+
+    # -- inventory and playbook -------------------------------------------------------
+
+    def write_inventory(self, nodes: list[LabNode], *, network: str, mode: str) -> None:
+        hosts = {
+            node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
+            for node in nodes
+        }
+        inventory = {
+            "all": {
+                "vars": {
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(self.key),
+                    "ansible_ssh_common_args": " ".join(self._ssh_options()[2:]),
+                },
+                "children": {"opensearch": {"hosts": hosts}},
+            }
+        }
+        group_vars: dict[str, Any] = {
+            "opensearch_cluster_name": CLUSTER_NAME,
+            "opensearch_security_mode": mode,
+            "opensearch_heap_size": HEAP,
+            "opensearch_distribution_source": "maven",
+        }
+        comment = ""
+        if network == "loopback":
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            group_vars["opensearch_limit_nofile"] = hard
+            comment = (
+                "# loopback network: this machine's open-file hard limit cannot be raised, so\n"
+                "# the unit asks for no more than it; OpenSearch on loopback skips the check.\n"
+            )
+        (self.lab_dir / "group_vars").mkdir(parents=True, exist_ok=True)
+        header = "# Written by scripts/up; rewritten on every run.\n"
+        (self.lab_dir / "hosts.yml").write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+        (self.lab_dir / "group_vars" / "opensearch.yml").write_text(
+            header + comment + yaml.safe_dump(group_vars, sort_keys=False)
+        )
+
+    def run_playbook(self) -> int:
+        """Run site.yml against the lab; return the total of changed tasks from the recap."""
+        command = [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(self.lab_dir),
+            str(self.repo / "playbooks" / "site.yml"),
+        ]
+        say("running playbooks/site.yml against the lab over SSH")
+        process = subprocess.Popen(  # noqa: S603
+            command,
+            cwd=self.repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "ANSIBLE_CONFIG": str(self.repo / "ansible.cfg")},
+        )
+        assert process.stdout is not None  # noqa: S101 - narrows the type; PIPE always sets it
+        changed = 0
+        in_recap = False
+        for line in process.stdout:
+            sys.stdout.write(line)
+            if line.startswith("PLAY RECAP"):
+                in_recap = True
+            match = re.search(r"\bchanged=(\d+)", line)
+            if in_recap and match:
+                changed += int(match.group(1))
+        if process.wait() != 0:
+            raise LabError("playbooks/site.yml failed; its output is above")
+        return changed
+
+    # -- report -----------------------------------------------------------------------
+
+    def describe(self, nodes: list[LabNode], *, network: str, mode: str) -> dict[str, Any]:
+        scheme = "https" if mode == "tls" else "http"
+        urls = [f"{scheme}://{node.address}:9200" for node in nodes]
+        info = _get_json(f"{urls[0]}/")
+        health = _get_json(f"{urls[0]}/_cluster/health")
+        cat_nodes = _get_json(
+            f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
+        )
+        by_ip = {entry["ip"]: entry for entry in cat_nodes}
+        return {
+            "cluster_name": info["cluster_name"],
+            "version": info["version"]["number"],
+            "mode": mode,
+            "network": network,
+            "health": health["status"],
+            "nodes": [
+                {
+                    "name": by_ip.get(node.address, {}).get("name", node.inventory_name),
+                    "url": url,
+                    "address": node.address,
+                    "roles": by_ip.get(node.address, {}).get("node.role", ""),
+                    "cluster_manager": by_ip.get(node.address, {}).get("cluster_manager") == "*",
+                }
+                for node, url in zip(nodes, urls, strict=True)
+            ],
+        }
+
+    def up(self, *, network: str | None, mode: str) -> dict[str, Any]:
+        started = time.monotonic()
+        chosen, reason = choose_network(network)
+        say(f"network mode {chosen}: {reason}")
+        ensure_docker_engine()
+        ensure_max_map_count()
+        image_tag = ensure_lab_image()
+        self._ensure_ssh_key()
+        nodes = self.ensure_containers(chosen, image_tag)
+        self.write_inventory(nodes, network=chosen, mode=mode)
+        changed = self.run_playbook()
+        facts = self.describe(nodes, network=chosen, mode=mode)
+        facts["changed"] = changed
+        (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
+        _print_summary(facts, elapsed=time.monotonic() - started, lab_dir=self.lab_dir)
+        return facts
+
+    def down(self) -> None:
+        listed = run(["docker", "ps", "-aq", "--filter", "label=clusterforge.lab=1"], check=False)
+        ids = listed.stdout.decode().split()
+        if ids:
+            say(f"removing {len(ids)} lab container(s)")
+            run(["docker", "rm", "-f", *ids])
+        if run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode == 0:
+            run(["docker", "network", "rm", NETWORK_NAME])
+        for stale in ("lab.json", "hosts.yml"):
+            (self.lab_dir / stale).unlink(missing_ok=True)
+        (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
+        say("lab removed; the image and the artifact cache are kept")
+
+
+def _get_json(url: str) -> Any:
+    if not url.startswith(("http://", "https://")):
+        raise LabError(f"not an HTTP URL: {url}")
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310
+        return json.loads(response.read())
+
+
+def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> None:
+    lines = [
+        "",
+        f"cluster  {facts['cluster_name']}  (OpenSearch {facts['version']}, mode {facts['mode']}, "
+        f"network {facts['network']})",
+        f"health   {facts['health']}",
+    ]
+    for node in facts["nodes"]:
+        manager = "  (cluster manager)" if node["cluster_manager"] else ""
+        lines.append(
+            f"node     {node['name']:<14} {node['url']:<28} roles {node['roles']}{manager}"
+        )
+    lines += [
+        f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
+        f"try      curl '{facts['nodes'][0]['url']}/_cat/nodes?v'",
+        f"facts    {lab_dir / 'lab.json'}",
+        "teardown scripts/down",
+    ]
+    print("\n".join(lines))

@@ -1,0 +1,429 @@
+"""The typed model of a cluster, built from inventory variables and validated at once.
+
+:func:`build_cluster` takes what the inventory says (cluster-wide variables and each
+node's host variables), reports every problem together in one :class:`InventoryError`,
+and otherwise returns a frozen :class:`Cluster`. Nothing else in the toolkit reads raw
+inventory variables: this module is the one place their names and defaults live, and
+``defaults.yml`` beside it is what the roles and the README document.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from clusterforge.errors import InventoryError
+
+SECURITY_MODES = ("open", "tls", "basic")
+DISTRIBUTION_SOURCES = ("maven", "tarball", "file")
+CLUSTER_MANAGER_ROLES = frozenset({"cluster_manager", "master"})
+KNOWN_NODE_ROLES = frozenset(
+    {"cluster_manager", "master", "data", "ingest", "remote_cluster_client", "search", "ml"}
+)
+# Above ~32 GiB the JVM loses compressed object pointers and a bigger heap holds less.
+MAX_HEAP_MB = 31 * 1024
+MIN_HEAP_MB = 128
+
+# Settings the model owns; opensearch_extra_settings may not set them behind its back.
+MANAGED_SETTING_PREFIXES = (
+    "cluster.name",
+    "node.",
+    "network.",
+    "http.port",
+    "transport.port",
+    "discovery.",
+    "cluster.initial_",
+    "path.",
+    "http.cors.",
+    "plugins.security.",
+)
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_HEAP = re.compile(r"^(\d+)([mMgG])$")
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def cluster_defaults() -> dict[str, Any]:
+    """The cluster-wide defaults, read from the package's defaults.yml (one source)."""
+    text = resources.files("clusterforge").joinpath("defaults.yml").read_text()
+    loaded: dict[str, Any] = yaml.safe_load(text)
+    return loaded
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Where the engine archive comes from."""
+
+    source: str
+    version: str
+    url: str | None = None
+    sha512: str | None = None
+    path: str | None = None
+
+    @property
+    def bundles_jdk(self) -> bool:
+        """The official tarball carries its own JDK; the integ-test zip does not."""
+        return self.source == "tarball"
+
+    @property
+    def archive_name(self) -> str:
+        suffix = "tar.gz" if self.source == "tarball" else "zip"
+        if self.source == "file" and self.path and self.path.endswith((".tar.gz", ".tgz")):
+            suffix = "tar.gz"
+        return f"opensearch-{self.version}-{self.source}.{suffix}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One OpenSearch node as the inventory describes it."""
+
+    inventory_name: str
+    name: str
+    roles: tuple[str, ...]
+    bind_host: str
+    publish_host: str
+    extra_sans: tuple[str, ...] = ()
+
+    @property
+    def cluster_manager_eligible(self) -> bool:
+        return bool(CLUSTER_MANAGER_ROLES.intersection(self.roles))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A whole cluster: every fact the renderer and the roles need, validated."""
+
+    name: str
+    distribution: Distribution
+    security_mode: str
+    heap_size: str
+    http_port: int
+    transport_port: int
+    install_root: str
+    config_dir: str
+    data_path: str
+    log_path: str
+    repo_path: str
+    service_user: str
+    java_home: str
+    limit_nofile: int
+    initial_state_timeout: str
+    cors_enabled: bool
+    cors_allow_origin: str
+    extra_settings: Mapping[str, Any]
+    nodes: tuple[Node, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def version(self) -> str:
+        return self.distribution.version
+
+    @property
+    def install_dir(self) -> str:
+        return f"{self.install_root}/opensearch-{self.version}"
+
+    @property
+    def home(self) -> str:
+        """The `current` symlink: units and tools go through it, so upgrades swap one link."""
+        return f"{self.install_root}/current"
+
+    @property
+    def http_scheme(self) -> str:
+        return "https" if self.security_mode == "tls" else "http"
+
+    def node(self, inventory_name: str) -> Node:
+        for node in self.nodes:
+            if node.inventory_name == inventory_name:
+                return node
+        raise KeyError(inventory_name)
+
+    def http_url(self, node: Node) -> str:
+        return f"{self.http_scheme}://{_url_host(node.publish_host)}:{self.http_port}"
+
+
+def _url_host(host: str) -> str:
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            return f"[{host}]"
+    except ValueError:
+        pass
+    return host
+
+
+def heap_megabytes(heap: str) -> int:
+    """'512m' -> 512, '4g' -> 4096; ValueError when malformed."""
+    match = _HEAP.match(heap)
+    if not match:
+        raise ValueError(heap)
+    amount, unit = int(match.group(1)), match.group(2).lower()
+    return amount * 1024 if unit == "g" else amount
+
+
+class _Problems:
+    """Collects every problem so the operator sees them all in one run."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def _cluster_value(
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    key: str,
+    defaults: Mapping[str, Any],
+    problems: _Problems,
+) -> Any:
+    """A cluster-wide variable must be equal on every node; report where it is not."""
+    seen: dict[str, list[str]] = {}
+    for inventory_name, host_vars in nodes_vars:
+        value = host_vars.get(key, defaults.get(key))
+        seen.setdefault(repr(value), []).append(inventory_name)
+    if len(seen) > 1:
+        detail = "; ".join(f"{', '.join(hosts)}: {value}" for value, hosts in seen.items())
+        problems.error(
+            f"{key} differs between nodes ({detail}); it is cluster-wide: set it once in "
+            "group_vars for the whole group"
+        )
+    first = nodes_vars[0][1] if nodes_vars else {}
+    return first.get(key, defaults.get(key))
+
+
+def _as_int(value: Any, key: str, problems: _Problems, *, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        problems.error(f"{key} {value!r} is not a whole number; set it to a port-like integer")
+        return low
+    if not low <= number <= high:
+        problems.error(f"{key} {number} is outside {low}..{high}; set a value in that range")
+    return number
+
+
+def _check_heap(heap: Any, problems: _Problems) -> None:
+    try:
+        megabytes = heap_megabytes(str(heap))
+    except ValueError:
+        problems.error(
+            f"opensearch_heap_size {heap!r} is malformed; write a whole number with m or g, "
+            "e.g. 512m or 4g"
+        )
+        return
+    if megabytes > MAX_HEAP_MB:
+        problems.error(
+            f"opensearch_heap_size {heap!r} exceeds 31g (compressed oops limit); "
+            "set it to 31g or less"
+        )
+    if megabytes < MIN_HEAP_MB:
+        problems.error(f"opensearch_heap_size {heap!r} is below 128m; set at least 128m")
+
+
+def _build_distribution(
+    source: Any, version: Any, nodes_vars: Any, defaults: Any, problems: _Problems
+) -> Distribution:
+    if not isinstance(version, str) or not _VERSION.match(version):
+        problems.error(
+            f"opensearch_version {version!r} is malformed; write major.minor.patch, e.g. 2.19.4"
+        )
+    if source not in DISTRIBUTION_SOURCES:
+        problems.error(
+            f"opensearch_distribution_source {source!r} is unknown; "
+            f"choose one of {', '.join(DISTRIBUTION_SOURCES)}"
+        )
+    url = _cluster_value(nodes_vars, "opensearch_distribution_url", defaults, problems)
+    sha512 = _cluster_value(nodes_vars, "opensearch_distribution_sha512", defaults, problems)
+    path = _cluster_value(nodes_vars, "opensearch_distribution_path", defaults, problems)
+    if source == "file" and not path:
+        problems.error(
+            "opensearch_distribution_source is 'file' but opensearch_distribution_path is "
+            "empty; set it to the archive's path on the control node"
+        )
+    if isinstance(url, str) and isinstance(version, str):
+        url = url.replace("{version}", version)
+    return Distribution(
+        source=str(source),
+        version=str(version),
+        url=url or None,
+        sha512=sha512 or None,
+        path=path or None,
+    )
+
+
+def _build_node(
+    inventory_name: str, host_vars: Mapping[str, Any], problems: _Problems
+) -> Node | None:
+    name = str(host_vars.get("opensearch_node_name") or inventory_name)
+    if not _NODE_NAME.match(name):
+        problems.error(
+            f"{inventory_name}: opensearch_node_name {name!r} has characters a node name "
+            "cannot carry; use letters, digits, '.', '_' and '-'"
+        )
+    roles_value = host_vars.get(
+        "opensearch_node_roles", cluster_defaults()["opensearch_node_roles"]
+    )
+    if not isinstance(roles_value, list) or not all(isinstance(r, str) for r in roles_value):
+        problems.error(
+            f"{inventory_name}: opensearch_node_roles must be a list of role names, "
+            f"e.g. [cluster_manager, data, ingest]"
+        )
+        roles_value = []
+    unknown = sorted(set(roles_value) - KNOWN_NODE_ROLES)
+    if unknown:
+        problems.error(
+            f"{inventory_name}: opensearch_node_roles has unknown role(s) {', '.join(unknown)}; "
+            f"known roles are {', '.join(sorted(KNOWN_NODE_ROLES))}"
+        )
+    bind_host = host_vars.get("opensearch_network_host") or host_vars.get("ansible_host")
+    if not bind_host:
+        problems.error(
+            f"{inventory_name}: no address; set ansible_host or opensearch_network_host "
+            "to the address the node listens on"
+        )
+        return None
+    publish_host = host_vars.get("opensearch_publish_host") or bind_host
+    extra_sans = host_vars.get("opensearch_extra_sans") or []
+    return Node(
+        inventory_name=inventory_name,
+        name=name,
+        roles=tuple(roles_value),
+        bind_host=str(bind_host),
+        publish_host=str(publish_host),
+        extra_sans=tuple(str(san) for san in extra_sans),
+    )
+
+
+def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluster:
+    """Build and validate the cluster from (inventory name, host variables) pairs.
+
+    Raises InventoryError listing every problem found; warnings ride on the result.
+    """
+    problems = _Problems()
+    defaults = cluster_defaults()
+    if not nodes_vars:
+        raise InventoryError(
+            ["the inventory group 'opensearch' is empty; add at least one host to it"]
+        )
+
+    def value(key: str) -> Any:
+        return _cluster_value(nodes_vars, key, defaults, problems)
+
+    distribution = _build_distribution(
+        value("opensearch_distribution_source"),
+        value("opensearch_version"),
+        nodes_vars,
+        defaults,
+        problems,
+    )
+    security_mode = value("opensearch_security_mode")
+    if security_mode not in SECURITY_MODES:
+        problems.error(
+            f"opensearch_security_mode {security_mode!r} is unknown; "
+            f"choose one of {', '.join(SECURITY_MODES)}"
+        )
+    heap_size = str(value("opensearch_heap_size"))
+    _check_heap(heap_size, problems)
+    http_port = _as_int(
+        value("opensearch_http_port"), "opensearch_http_port", problems, low=1, high=65535
+    )
+    transport_port = _as_int(
+        value("opensearch_transport_port"), "opensearch_transport_port", problems, low=1, high=65535
+    )
+    if http_port == transport_port:
+        problems.error(
+            f"opensearch_http_port and opensearch_transport_port are both {http_port}; "
+            "give them different ports (default 9200 and 9300)"
+        )
+    limit_nofile = _as_int(
+        value("opensearch_limit_nofile"),
+        "opensearch_limit_nofile",
+        problems,
+        low=1024,
+        high=1 << 20,
+    )
+    cluster_name = str(value("opensearch_cluster_name"))
+    if not cluster_name or ":" in cluster_name:
+        problems.error(
+            f"opensearch_cluster_name {cluster_name!r} is empty or has ':'; set a plain name"
+        )
+    extra_settings = value("opensearch_extra_settings") or {}
+    if not isinstance(extra_settings, Mapping):
+        problems.error("opensearch_extra_settings must be a mapping of setting to value")
+        extra_settings = {}
+    for key in sorted(extra_settings):
+        if str(key).startswith(MANAGED_SETTING_PREFIXES):
+            problems.error(
+                f"opensearch_extra_settings sets {key!r}, which clusterforge manages; "
+                "remove it and set the matching opensearch_* variable instead"
+            )
+
+    nodes = [
+        node for name, host_vars in nodes_vars if (node := _build_node(name, host_vars, problems))
+    ]
+    _check_uniqueness(nodes, problems)
+    eligible = [node for node in nodes if node.cluster_manager_eligible]
+    if nodes and not eligible:
+        problems.error(
+            "no node is cluster-manager-eligible; add cluster_manager to "
+            "opensearch_node_roles of one or three nodes"
+        )
+    elif len(eligible) % 2 == 0 and eligible:
+        problems.warn(
+            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
+            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
+        )
+
+    if problems.errors:
+        raise InventoryError(problems.errors)
+    return Cluster(
+        name=cluster_name,
+        distribution=distribution,
+        security_mode=str(security_mode),
+        heap_size=heap_size,
+        http_port=http_port,
+        transport_port=transport_port,
+        install_root=str(value("opensearch_install_root")),
+        config_dir=str(value("opensearch_config_dir")),
+        data_path=str(value("opensearch_data_path")),
+        log_path=str(value("opensearch_log_path")),
+        repo_path=str(value("opensearch_repo_path")),
+        service_user=str(value("opensearch_service_user")),
+        java_home=str(value("opensearch_java_home")),
+        limit_nofile=limit_nofile,
+        initial_state_timeout=str(value("opensearch_discovery_initial_state_timeout")),
+        cors_enabled=bool(value("opensearch_cors_enabled")),
+        cors_allow_origin=str(value("opensearch_cors_allow_origin")),
+        extra_settings=dict(extra_settings),
+        nodes=tuple(nodes),
+        warnings=tuple(problems.warnings),
+    )
+
+
+def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:
+    by_name: dict[str, list[str]] = {}
+    by_address: dict[str, list[str]] = {}
+    for node in nodes:
+        by_name.setdefault(node.name, []).append(node.inventory_name)
+        by_address.setdefault(node.publish_host, []).append(node.inventory_name)
+    for name, hosts in by_name.items():
+        if len(hosts) > 1:
+            problems.error(
+                f"node name {name!r} is used by {', '.join(hosts)}; node names must be unique: "
+                "set opensearch_node_name per host"
+            )
+    for address, hosts in by_address.items():
+        if len(hosts) > 1:
+            problems.error(
+                f"address {address} is published by {', '.join(hosts)}; each node needs its "
+                "own address: set ansible_host or opensearch_publish_host per host"
+            )

@@ -1,0 +1,88 @@
+"""Every file a node gets, rendered from the model. The roles and ``scripts/render``
+both call :func:`render_node_files`, so a file can only be produced one way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+import yaml
+
+from clusterforge.model import Cluster, Node
+
+MANAGED_HEADER = (
+    "# Managed by clusterforge, rendered from the inventory. Local edits are overwritten;\n"
+    "# change the inventory and rerun the playbook instead."
+)
+CORS_ALLOW_HEADERS = "X-Requested-With, X-Auth-Token, Content-Type, Content-Length, Authorization"
+
+_environment = jinja2.Environment(
+    loader=jinja2.PackageLoader("clusterforge", "templates"),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,  # noqa: S701 - these are config files, not HTML
+)
+
+
+def opensearch_settings(cluster: Cluster, node: Node, *, first_start: bool) -> dict[str, Any]:
+    """The node's opensearch.yml as data.
+
+    ``first_start`` adds cluster.initial_cluster_manager_nodes, which may only be present
+    until the cluster has formed once: left in place, a node that loses its data could
+    bootstrap a second cluster of its own.
+    """
+    transport = cluster.transport_port
+    settings: dict[str, Any] = {
+        "cluster.name": cluster.name,
+        "node.name": node.name,
+        "node.roles": list(node.roles),
+        "network.host": node.bind_host,
+        "network.bind_host": node.bind_host,
+        "network.publish_host": node.publish_host,
+        "http.port": cluster.http_port,
+        "transport.port": transport,
+        "discovery.seed_hosts": [f"{peer.publish_host}:{transport}" for peer in cluster.nodes],
+        "discovery.initial_state_timeout": cluster.initial_state_timeout,
+        "path.data": cluster.data_path,
+        "path.logs": cluster.log_path,
+        "path.repo": [cluster.repo_path],
+    }
+    if first_start:
+        settings["cluster.initial_cluster_manager_nodes"] = [
+            peer.name for peer in cluster.nodes if peer.cluster_manager_eligible
+        ]
+    if cluster.cors_enabled:
+        settings.update(
+            {
+                "http.cors.enabled": True,
+                "http.cors.allow-origin": cluster.cors_allow_origin,
+                "http.cors.allow-credentials": True,
+                "http.cors.allow-headers": CORS_ALLOW_HEADERS,
+            }
+        )
+    settings.update(cluster.extra_settings)
+    return settings
+
+
+def render_opensearch_yml(cluster: Cluster, node: Node, *, first_start: bool) -> str:
+    settings = opensearch_settings(cluster, node, first_start=first_start)
+    body = yaml.safe_dump(settings, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return f"{MANAGED_HEADER}\n{body}"
+
+
+def _render_template(name: str, cluster: Cluster, node: Node) -> str:
+    template = _environment.get_template(name)
+    return template.render(cluster=cluster, node=node, managed_header=MANAGED_HEADER)
+
+
+def render_node_files(cluster: Cluster, node: Node) -> dict[str, str]:
+    """Every file of one node, by its name in the role (and in ``scripts/render``'s output)."""
+    return {
+        "opensearch.yml": render_opensearch_yml(cluster, node, first_start=False),
+        "opensearch.first-start.yml": render_opensearch_yml(cluster, node, first_start=True),
+        "heap.options": _render_template("heap.options.j2", cluster, node),
+        "opensearch.service": _render_template("opensearch.service.j2", cluster, node),
+    }
