@@ -136,3 +136,16 @@ def test_unknown_node_role_is_refused() -> None:
 
 def test_empty_group_is_refused() -> None:
     assert "empty" in problems_of([])[0]
+
+
+def test_subclassed_strings_and_lists_become_plain_values() -> None:
+    class TaggedStr(str):
+        pass
+
+    class TaggedList(list):  # type: ignore[type-arg]
+        pass
+
+    cluster = build_cluster(
+        three_nodes(opensearch_node_roles=TaggedList([TaggedStr("cluster_manager")]))
+    )
+    assert type(cluster.nodes[0].roles[0]) is str

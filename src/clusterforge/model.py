@@ -303,11 +303,33 @@ def _build_node(
     )
 
 
+def plain_data(value: Any) -> Any:
+    """Plain Python values from whatever the caller holds.
+
+    Ansible hands over str, list and dict subclasses that carry its own tags; they must
+    not leak into rendered YAML or into the plan's comparisons.
+    """
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(key): plain_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(item) for item in value]
+    return value
+
+
 def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluster:
     """Build and validate the cluster from (inventory name, host variables) pairs.
 
     Raises InventoryError listing every problem found; warnings ride on the result.
     """
+    nodes_vars = [(str(name), plain_data(host_vars)) for name, host_vars in nodes_vars]
     problems = _Problems()
     defaults = cluster_defaults()
     if not nodes_vars:

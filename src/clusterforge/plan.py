@@ -27,6 +27,7 @@ def cluster_facts(cluster: Cluster) -> dict[str, Any]:
         "log_path": cluster.log_path,
         "repo_path": cluster.repo_path,
         "service_user": cluster.service_user,
+        "java_home": cluster.java_home,
         "distribution": dataclasses.asdict(cluster.distribution),
         "archive_name": cluster.distribution.archive_name,
         "needs_system_java": not cluster.distribution.bundles_jdk,

@@ -69,7 +69,9 @@ def opensearch_settings(cluster: Cluster, node: Node, *, first_start: bool) -> d
 
 def render_opensearch_yml(cluster: Cluster, node: Node, *, first_start: bool) -> str:
     settings = opensearch_settings(cluster, node, first_start=first_start)
-    body = yaml.safe_dump(settings, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    body = yaml.safe_dump(
+        settings, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096
+    )
     return f"{MANAGED_HEADER}\n{body}"
 
 

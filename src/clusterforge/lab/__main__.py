@@ -29,11 +29,16 @@ def main(argv: list[str] | None = None) -> int:
         help="security mode of the cluster (default: open)",
     )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
+    commands.add_parser(
+        "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
+    )
     args = parser.parse_args(argv)
     lab = Lab(repo=args.repo.resolve(), lab_dir=args.repo.resolve() / "inventories" / "lab")
     try:
         if args.command == "up":
             lab.up(network=args.network, mode=args.mode)
+        elif args.command == "prepare":
+            lab.prepare()
         else:
             lab.down()
     except ClusterforgeError as error:

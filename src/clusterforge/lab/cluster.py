@@ -348,13 +348,17 @@ class Lab:
             ],
         }
 
+    def prepare(self) -> str:
+        """A running docker engine, the kernel setting, and the lab image; returns its tag."""
+        ensure_docker_engine()
+        ensure_max_map_count()
+        return ensure_lab_image()
+
     def up(self, *, network: str | None, mode: str) -> dict[str, Any]:
         started = time.monotonic()
         chosen, reason = choose_network(network)
         say(f"network mode {chosen}: {reason}")
-        ensure_docker_engine()
-        ensure_max_map_count()
-        image_tag = ensure_lab_image()
+        image_tag = self.prepare()
         self._ensure_ssh_key()
         nodes = self.ensure_containers(chosen, image_tag)
         self.write_inventory(nodes, network=chosen, mode=mode)

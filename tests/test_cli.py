@@ -1,0 +1,40 @@
+"""scripts/render: the inventory read as Ansible reads it, rendered by the same code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from clusterforge.cli import load_inventory_nodes, main
+from clusterforge.plan import plan_cluster
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
+
+
+def test_render_writes_every_node_file_of_the_example(tmp_path: Path) -> None:
+    assert main(["render", "--inventory", str(EXAMPLE), "--out", str(tmp_path)]) == 0
+    nodes = sorted(path.name for path in tmp_path.iterdir())
+    assert nodes == ["search-1", "search-2", "search-3"]
+    settings = yaml.safe_load((tmp_path / "search-2" / "opensearch.yml").read_text())
+    assert settings["cluster.name"] == "search-prod"
+    assert settings["network.publish_host"] == "10.20.0.12"
+
+
+def test_render_output_equals_the_plan_the_role_gets(tmp_path: Path) -> None:
+    main(["render", "--inventory", str(EXAMPLE), "--out", str(tmp_path)])
+    plan = plan_cluster(load_inventory_nodes(EXAMPLE, "opensearch"))
+    for inventory_name, node in plan["nodes"].items():
+        for name, content in node["files"].items():
+            assert (tmp_path / inventory_name / name).read_text() == content
+
+
+def test_a_broken_inventory_reports_and_exits_1(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n    opensearch:\n      hosts:\n"
+        "        a: {ansible_host: 10.0.0.1, opensearch_heap_size: 99g}\n"
+        "        b: {ansible_host: 10.0.0.1}\n"
+    )
+    assert main(["render", "--inventory", str(inventory), "--out", str(tmp_path / "out")]) == 1
+    assert not (tmp_path / "out").exists()
