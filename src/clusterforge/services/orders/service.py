@@ -1,0 +1,57 @@
+"""The create-order operation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .events import EventBus
+from .metrics import OrderMetrics
+from .models import (
+    OrderCreatedEvent,
+    OrderCreateRequest,
+    OrderCreateResponse,
+    new_order_id,
+)
+from .storage import orders_table
+from .transactions import TransactionManager
+
+# Built once; parameters go to execute() so SQLAlchemy reuses the compiled statement.
+_INSERT_ORDER = orders_table.insert()
+
+
+class OrderService:
+    def __init__(
+        self, *, transactions: TransactionManager, bus: EventBus, metrics: OrderMetrics
+    ) -> None:
+        self._transactions = transactions
+        self._bus = bus
+        self._metrics = metrics
+
+    def create_order(self, request: OrderCreateRequest) -> OrderCreateResponse:
+        """Store the order and publish ``OrderCreatedEvent``, in one transaction.
+
+        The event is published after the response is built and before this returns.
+        A synchronous listener's failure propagates and rolls everything back;
+        after-commit listeners are dispatched only once the commit has happened.
+        """
+        with self._transactions.begin() as transaction:
+            response = OrderCreateResponse(
+                order_id=new_order_id(),
+                user_id=request.user_id,
+                product_name=request.product_name,
+                amount=request.amount,
+                create_time=datetime.now().replace(microsecond=0),
+            )
+            transaction.connection.execute(
+                _INSERT_ORDER,
+                {
+                    "order_id": response.order_id,
+                    "user_id": response.user_id,
+                    "product_name": response.product_name,
+                    "amount": response.amount,
+                    "create_time": response.create_time,
+                },
+            )
+            self._bus.publish(OrderCreatedEvent.from_response(response))
+        self._metrics.order_created()
+        return response

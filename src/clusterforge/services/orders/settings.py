@@ -1,0 +1,196 @@
+"""Settings of the order service, read from a YAML file and the environment.
+
+Keys are dotted and hyphenated, as the spec writes them (``event.async.core-pool-size``).
+A YAML file nests them (``event: {async: {core-pool-size: 4}}``). The environment
+names a key by upper-casing it and turning dots and hyphens into underscores
+(``EVENT_ASYNC_CORE_POOL_SIZE``). Later sources win: defaults, then the YAML file, then
+the environment, then command-line flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ConfigurationError
+
+CONFIG_FILE_ENVIRONMENT_VARIABLE = "CLUSTERFORGE_ORDERS_CONFIG"
+DEFAULT_PORT = 8082
+DEFAULT_DATABASE_URL = "sqlite:///orders.db"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class EventAsyncSettings(_Section):
+    """``event.async``: the pool that runs asynchronous listeners (``eventTaskExecutor``)."""
+
+    core_pool_size: int = Field(default=4, ge=0, alias="core-pool-size")
+    max_pool_size: int = Field(default=8, ge=1, alias="max-pool-size")
+    queue_capacity: int = Field(default=200, ge=0, alias="queue-capacity")
+    thread_name_prefix: str = Field(default="event-task-", min_length=1, alias="thread-name-prefix")
+
+    @model_validator(mode="after")
+    def _max_not_below_core(self) -> EventAsyncSettings:
+        if self.max_pool_size < self.core_pool_size:
+            raise ValueError(
+                f"max-pool-size {self.max_pool_size} is below core-pool-size "
+                f"{self.core_pool_size}; set max-pool-size to at least core-pool-size"
+            )
+        return self
+
+
+class EventSettings(_Section):
+    async_: EventAsyncSettings = Field(default_factory=EventAsyncSettings, alias="async")
+
+
+class NotificationSenderKind(StrEnum):
+    LOGGING = "logging"
+    WEBHOOK = "webhook"
+
+
+class AuditLogListenerSettings(_Section):
+    enabled: bool = True
+
+
+class NotificationListenerSettings(_Section):
+    enabled: bool = True
+    sender: NotificationSenderKind = NotificationSenderKind.LOGGING
+    # A webhook URL often carries a token, so it is never logged.
+    webhook_url: str | None = Field(default=None, alias="webhook-url")
+    webhook_timeout_seconds: float = Field(default=5.0, gt=0, alias="webhook-timeout-seconds")
+
+    @model_validator(mode="after")
+    def _webhook_needs_url(self) -> NotificationListenerSettings:
+        if self.sender is NotificationSenderKind.WEBHOOK and not self.webhook_url:
+            raise ValueError(
+                "sender is 'webhook' but webhook-url is empty; set "
+                "orders.listeners.notification.webhook-url or use sender 'logging'"
+            )
+        return self
+
+
+class AfterCommitSyncListenerSettings(_Section):
+    enabled: bool = True
+    fallback_execution: bool = Field(default=False, alias="fallback-execution")
+
+
+class ListenersSettings(_Section):
+    audit_log: AuditLogListenerSettings = Field(
+        default_factory=AuditLogListenerSettings, alias="audit-log"
+    )
+    notification: NotificationListenerSettings = Field(default_factory=NotificationListenerSettings)
+    after_commit_sync: AfterCommitSyncListenerSettings = Field(
+        default_factory=AfterCommitSyncListenerSettings, alias="after-commit-sync"
+    )
+
+
+class OrdersSection(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, min_length=1, alias="database-url")
+    access_log: bool = Field(default=True, alias="access-log")
+    log_level: str = Field(default="info", alias="log-level")
+    listeners: ListenersSettings = Field(default_factory=ListenersSettings)
+
+
+class OrderServiceSettings(_Section):
+    """Every setting of the service; see ``docs/orders.md`` for each key."""
+
+    orders: OrdersSection = Field(default_factory=OrdersSection)
+    event: EventSettings = Field(default_factory=EventSettings)
+
+    @property
+    def event_async(self) -> EventAsyncSettings:
+        return self.event.async_
+
+
+def environment_variable_for(key: str) -> str:
+    """``event.async.core-pool-size`` -> ``EVENT_ASYNC_CORE_POOL_SIZE``."""
+    return key.replace(".", "_").replace("-", "_").upper()
+
+
+def _leaf_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{field.alias or name}"
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.extend(_leaf_keys(annotation, f"{key}."))
+        else:
+            keys.append(key)
+    return keys
+
+
+def _set_dotted(tree: dict[str, Any], key: str, value: object) -> None:
+    *parents, leaf = key.split(".")
+    node = tree
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigurationError(f"setting {key!r}: {part!r} must be a mapping")
+        node = child
+    node[leaf] = value
+
+
+def _describe_validation_error(error: ValidationError, source: str) -> str:
+    problems = []
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"])
+        problems.append(f"{key or '(root)'}: {item['msg']}")
+    return f"invalid order service settings ({source}): " + "; ".join(problems)
+
+
+def load_settings(
+    *,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> OrderServiceSettings:
+    """Build the settings from defaults, a YAML file, the environment and ``overrides``.
+
+    ``config_file`` defaults to the file named by ``CLUSTERFORGE_ORDERS_CONFIG``.
+    ``overrides`` maps dotted keys to values (the command line uses it).
+    """
+    environ = os.environ if environ is None else environ
+    if config_file is None and environ.get(CONFIG_FILE_ENVIRONMENT_VARIABLE):
+        config_file = Path(environ[CONFIG_FILE_ENVIRONMENT_VARIABLE])
+
+    tree: dict[str, Any] = {}
+    source = "defaults"
+    if config_file is not None:
+        source = str(config_file)
+        try:
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise ConfigurationError(
+                f"cannot read settings file {config_file}: {error.strerror}"
+            ) from error
+        except yaml.YAMLError as error:
+            raise ConfigurationError(f"settings file {config_file} is not YAML: {error}") from error
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigurationError(f"settings file {config_file} must hold a mapping at the top")
+        tree = loaded
+
+    for key in _leaf_keys(OrderServiceSettings):
+        variable = environment_variable_for(key)
+        if variable in environ:
+            _set_dotted(tree, key, environ[variable])
+            source = f"{source} + environment"
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(tree, key, value)
+
+    try:
+        return OrderServiceSettings.model_validate(tree)
+    except ValidationError as error:
+        raise ConfigurationError(_describe_validation_error(error, source)) from error
