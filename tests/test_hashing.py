@@ -15,6 +15,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
+from cached_artifacts import ENGINE_VERSION, engine_zip, security_plugin_zip
 from clusterforge.hashing import (
     DEFAULT_BCRYPT_ROUNDS,
     DEMO_USER_HASHES,
@@ -28,13 +29,7 @@ from clusterforge.hashing import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = Path.home() / ".cache" / "clusterforge" / "artifacts"
-SECURITY_PLUGIN_ZIP = ARTIFACTS / "opensearch-security-2.19.4.0.zip"
-ENGINE_VERSION = "2.19.4"
-FETCH_PLUGIN = (
-    "mvn -q dependency:copy -Dartifact=org.opensearch.plugin:opensearch-security:2.19.4.0:zip "
-    f"-DoutputDirectory={ARTIFACTS}"
-)
+
 FAST = 4  # bcrypt cost for tests where the cost itself is not under test
 
 CROSS_CHECK_PASSWORDS = [
@@ -325,10 +320,8 @@ def extract(zip_path: Path, members: list[str], into: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def plugin_jars(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    if not SECURITY_PLUGIN_ZIP.is_file():
-        pytest.skip(f"{SECURITY_PLUGIN_ZIP} is missing; fetch it with: {FETCH_PLUGIN}")
     return extract(
-        SECURITY_PLUGIN_ZIP,
+        security_plugin_zip(),
         ["opensearch-security-", "password4j-", "slf4j-api-"],
         tmp_path_factory.mktemp("plugin-jars"),
     )
@@ -336,18 +329,8 @@ def plugin_jars(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def engine_jars(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    candidates = sorted(
-        path
-        for path in ARTIFACTS.glob(f"*opensearch-{ENGINE_VERSION}*.zip")
-        if "security" not in path.name
-    )
-    if not candidates:
-        pytest.skip(
-            f"no OpenSearch {ENGINE_VERSION} engine zip in {ARTIFACTS}; the plugin's hasher class "
-            "needs the engine's core jars (the lab fetches the engine there)"
-        )
     return extract(
-        candidates[0],
+        engine_zip(),
         [
             f"opensearch-{ENGINE_VERSION}.jar",
             f"opensearch-core-{ENGINE_VERSION}",

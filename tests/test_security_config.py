@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cached_artifacts import engine_zip, security_plugin_zip
 from clusterforge.hashing import DEMO_USER_HASHES, hash_password
 from clusterforge.security_config import (
     MANAGED_ATTRIBUTE,
@@ -33,10 +34,6 @@ from clusterforge.security_config import (
     render_security_files,
     security_config_digest,
 )
-
-ARTIFACTS = Path.home() / ".cache" / "clusterforge" / "artifacts"
-SECURITY_PLUGIN_ZIP = ARTIFACTS / "opensearch-security-2.19.4.0.zip"
-ENGINE_VERSION = "2.19.4"
 
 
 def fast_hash(password: str) -> str:
@@ -85,6 +82,7 @@ def test_every_file_is_rendered_with_its_meta(users: list[InternalUser]) -> None
         "config.yml",
         "nodes_dn.yml",
         "allowlist.yml",
+        "whitelist.yml",
         "audit.yml",
     }
     for name, config_type in SECURITY_CONFIG_TYPES.items():
@@ -281,8 +279,8 @@ def test_digest_marker_round_trip(users: list[InternalUser]) -> None:
 
 
 def test_digest_rejects_unknown_files() -> None:
-    with pytest.raises(SecurityConfigError, match=r"whitelist\.yml"):
-        security_config_digest({"whitelist.yml": ""})
+    with pytest.raises(SecurityConfigError, match=r"opensearch\.yml"):
+        security_config_digest({"opensearch.yml": ""})
 
 
 # --- users created through the REST API ---------------------------------------------------
@@ -337,22 +335,9 @@ def test_the_security_plugin_accepts_the_rendered_files(
     java = shutil.which("java")
     if java is None:
         pytest.skip("java is not on PATH; install a JDK 17 to run securityadmin -vc")
-    if not SECURITY_PLUGIN_ZIP.is_file():
-        pytest.skip(
-            f"{SECURITY_PLUGIN_ZIP} is missing; fetch it with mvn -q dependency:copy "
-            "-Dartifact=org.opensearch.plugin:opensearch-security:2.19.4.0:zip "
-            f"-DoutputDirectory={ARTIFACTS}"
-        )
-    engines = sorted(
-        path
-        for path in ARTIFACTS.glob(f"*opensearch-{ENGINE_VERSION}*.zip")
-        if "security" not in path.name
-    )
-    if not engines:
-        pytest.skip(f"no OpenSearch {ENGINE_VERSION} engine zip in {ARTIFACTS} for its lib/ jars")
     jars = tmp_path / "jars"
     jars.mkdir()
-    for archive_path, wanted in ((SECURITY_PLUGIN_ZIP, ""), (engines[0], "/lib/")):
+    for archive_path, wanted in ((security_plugin_zip(), ""), (engine_zip(), "/lib/")):
         with zipfile.ZipFile(archive_path) as archive:
             for name in archive.namelist():
                 if name.endswith(".jar") and wanted in name and name.count("/") <= 2:

@@ -4,12 +4,16 @@ Runs in the controller's Python (where the ``clusterforge`` package is installed
 the roles never compute in Jinja what the library knows. Use it once per play with
 ``run_once: true``; the registered result carries one entry per node.
 
+In a secured mode it also creates or reuses the CA and every certificate on the control
+node (clusterforge.cluster_pki): the DNs in opensearch.yml come from them.
+
 Arguments:
   group: the inventory group of the OpenSearch nodes (default: opensearch).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
@@ -36,8 +40,10 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             wanted = select_model_vars({key: None for key in host_vars})
             selected = {key: self._templar.template(host_vars[key]) for key in wanted}
             nodes_vars.append((host, selected))
+        first = hostvars[hosts[0]] if hosts else {}
+        inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
         try:
-            plan = plan_cluster(nodes_vars)
+            plan = plan_cluster(nodes_vars, inventory_dir=inventory_dir)
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
         result.update(changed=False, **plan)

@@ -158,3 +158,21 @@ def fetch_engine(distribution: Distribution) -> FetchedArtifact:
 def archive_top_directory(distribution: Distribution) -> str:
     """Both the zip and the tarball unpack into opensearch-<version>/."""
     return f"opensearch-{distribution.version}"
+
+
+def fetch_security_plugin(engine_version: str, local_path: str | None) -> FetchedArtifact:
+    """The security plugin zip for the engine (Maven's ``<version>.0``, or a local zip),
+    checked against the engine version before any host is touched."""
+    from clusterforge.plugins import SECURITY_PLUGIN_COORDINATES, check_plugin
+
+    if local_path:
+        source = Path(local_path)
+        if not source.is_file():
+            raise ArtifactError(
+                f"opensearch_security_plugin_path {local_path!r} is not a file on the control node"
+            )
+        fetched = FetchedArtifact(source, fetched=False)
+    else:
+        fetched = fetch_maven_artifact(SECURITY_PLUGIN_COORDINATES, f"{engine_version}.0", "zip")
+    check_plugin(fetched.path, engine_version)
+    return fetched

@@ -21,6 +21,9 @@ import yaml
 from clusterforge.errors import InventoryError
 
 SECURITY_MODES = ("open", "tls", "basic")
+SECURED_MODES = frozenset({"tls", "basic"})
+PREDEFINED_USER_NAMES = ("admin", "kibanaserver", "logstash", "kibana")
+SUBJECT_FIELDS = frozenset({"organizational_unit", "organization", "locality", "state", "country"})
 DISTRIBUTION_SOURCES = ("maven", "tarball", "file")
 CLUSTER_MANAGER_ROLES = frozenset({"cluster_manager", "master"})
 KNOWN_NODE_ROLES = frozenset(
@@ -72,6 +75,11 @@ class Distribution:
         return self.source == "tarball"
 
     @property
+    def bundles_security_plugin(self) -> bool:
+        """The official tarball ships the security plugin installed; the zip has none."""
+        return self.source == "tarball"
+
+    @property
     def archive_name(self) -> str:
         suffix = "tar.gz" if self.source == "tarball" else "zip"
         if self.source == "file" and self.path and self.path.endswith((".tar.gz", ".tgz")):
@@ -89,10 +97,39 @@ class Node:
     bind_host: str
     publish_host: str
     extra_sans: tuple[str, ...] = ()
+    ansible_host: str | None = None
+
+    @property
+    def subject_alt_names(self) -> tuple[str, ...]:
+        """Every name and address the node is known by, for its certificate."""
+        candidates = (
+            self.inventory_name,
+            self.name,
+            self.ansible_host,
+            self.bind_host,
+            self.publish_host,
+            *self.extra_sans,
+        )
+        return tuple(dict.fromkeys(name for name in candidates if name))
 
     @property
     def cluster_manager_eligible(self) -> bool:
         return bool(CLUSTER_MANAGER_ROLES.intersection(self.roles))
+
+
+@dataclass(frozen=True)
+class Security:
+    """Non-secret security facts. Passwords and the CA passphrase are validated by
+    :func:`build_cluster` but never kept here: only the actions that need them read them.
+    """
+
+    pki_dir: str
+    ca_cert_path: str | None
+    ca_key_path: str | None
+    cert_subject: Mapping[str, str]
+    renew_within_days: int
+    admin_common_name: str
+    plugin_path: str | None
 
 
 @dataclass(frozen=True)
@@ -118,6 +155,7 @@ class Cluster:
     cors_allow_origin: str
     extra_settings: Mapping[str, Any]
     nodes: tuple[Node, ...]
+    security: Security
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -136,6 +174,15 @@ class Cluster:
     @property
     def http_scheme(self) -> str:
         return "https" if self.security_mode == "tls" else "http"
+
+    @property
+    def secured(self) -> bool:
+        return self.security_mode in SECURED_MODES
+
+    @property
+    def security_init_node(self) -> Node:
+        """The one node that initializes and reloads the security index."""
+        return self.nodes[0]
 
     def node(self, inventory_name: str) -> Node:
         for node in self.nodes:
@@ -300,6 +347,7 @@ def _build_node(
         bind_host=str(bind_host),
         publish_host=str(publish_host),
         extra_sans=tuple(str(san) for san in extra_sans),
+        ansible_host=str(host_vars["ansible_host"]) if host_vars.get("ansible_host") else None,
     )
 
 
@@ -389,6 +437,8 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
                 "remove it and set the matching opensearch_* variable instead"
             )
 
+    security = _build_security(value, str(security_mode), problems)
+    _check_passwords(nodes_vars[0][1], str(security_mode), problems)
     nodes = [
         node for name, host_vars in nodes_vars if (node := _build_node(name, host_vars, problems))
     ]
@@ -427,6 +477,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         cors_allow_origin=str(value("opensearch_cors_allow_origin")),
         extra_settings=dict(extra_settings),
         nodes=tuple(nodes),
+        security=security,
         warnings=tuple(problems.warnings),
     )
 
@@ -449,3 +500,93 @@ def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:
                 f"address {address} is published by {', '.join(hosts)}; each node needs its "
                 "own address: set ansible_host or opensearch_publish_host per host"
             )
+
+
+def _build_security(value: Any, security_mode: str, problems: _Problems) -> Security:
+    subject = value("opensearch_cert_subject") or {}
+    if not isinstance(subject, Mapping) or set(subject) - SUBJECT_FIELDS:
+        problems.error(
+            "opensearch_cert_subject must be a mapping with only the keys "
+            f"{', '.join(sorted(SUBJECT_FIELDS))}"
+        )
+        subject = {}
+    country = subject.get("country", "")
+    if country and (len(country) != 2 or not country.isalpha()):
+        problems.error(
+            f"opensearch_cert_subject.country {country!r} is not a two-letter country code; "
+            "set e.g. US or DE"
+        )
+    ca_cert = value("opensearch_ca_cert_path") or None
+    ca_key = value("opensearch_ca_key_path") or None
+    if bool(ca_cert) != bool(ca_key):
+        problems.error(
+            "only one of opensearch_ca_cert_path and opensearch_ca_key_path is set; "
+            "set both to use your own CA, or neither to let clusterforge make one"
+        )
+    renew = _as_int(
+        value("opensearch_cert_renew_within_days"),
+        "opensearch_cert_renew_within_days",
+        problems,
+        low=0,
+        high=3650,
+    )
+    return Security(
+        pki_dir=str(value("opensearch_pki_dir") or ""),
+        ca_cert_path=ca_cert,
+        ca_key_path=ca_key,
+        cert_subject={str(key): str(item) for key, item in subject.items()},
+        renew_within_days=renew,
+        admin_common_name=str(value("opensearch_admin_cert_common_name")),
+        plugin_path=value("opensearch_security_plugin_path") or None,
+    )
+
+
+def _check_passwords(host_vars: Mapping[str, Any], security_mode: str, problems: _Problems) -> None:
+    """Secured modes refuse missing, empty and well-known passwords (values never echoed)."""
+    from clusterforge.hashing import PasswordRejectedError, check_password_allowed
+
+    if security_mode not in SECURED_MODES:
+        return
+    passwords = host_vars.get("opensearch_security_passwords") or {}
+    if not isinstance(passwords, Mapping):
+        problems.error(
+            "opensearch_security_passwords must be a mapping of user name to password "
+            f"for {', '.join(PREDEFINED_USER_NAMES)}"
+        )
+        passwords = {}
+    candidates: list[tuple[str, Any, str]] = [
+        (name, passwords.get(name), f"opensearch_security_passwords.{name}")
+        for name in PREDEFINED_USER_NAMES
+    ]
+    users = host_vars.get("opensearch_security_users") or []
+    if not isinstance(users, list):
+        problems.error("opensearch_security_users must be a list of {name, password, ...}")
+        users = []
+    for index, user in enumerate(users):
+        if not isinstance(user, Mapping) or not user.get("name"):
+            problems.error(f"opensearch_security_users[{index}] needs a name and a password")
+            continue
+        if user["name"] in PREDEFINED_USER_NAMES:
+            problems.error(
+                f"opensearch_security_users[{index}] is the predefined user {user['name']!r}; "
+                "set its password in opensearch_security_passwords instead"
+            )
+            continue
+        candidates.append(
+            (
+                str(user["name"]),
+                user.get("password"),
+                f"opensearch_security_users[{index}].password",
+            )
+        )
+    for name, password, setting in candidates:
+        if password is None:
+            problems.error(
+                f"{setting} is not set; secured modes need a password for user {name!r} "
+                "(keep it in an ansible-vault file)"
+            )
+            continue
+        try:
+            check_password_allowed(name, str(password), setting=setting)
+        except PasswordRejectedError as error:
+            problems.error(str(error))

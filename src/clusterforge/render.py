@@ -9,12 +9,20 @@ from typing import Any
 import jinja2
 import yaml
 
+from clusterforge.cluster_pki import ClusterPki
 from clusterforge.model import Cluster, Node
+from clusterforge.security_config import REST_API_ROLES_ENABLED
 
 MANAGED_HEADER = (
     "# Managed by clusterforge, rendered from the inventory. Local edits are overwritten;\n"
     "# change the inventory and rerun the playbook instead."
 )
+# Relative to the config directory: the plugin reads certificates only from inside it.
+NODE_CERT_FILE = "certs/node.pem"
+NODE_KEY_FILE = "certs/node-key.pem"
+CA_CERT_FILE = "certs/ca.pem"
+ADMIN_CERT_FILE = "certs/admin.pem"
+ADMIN_KEY_FILE = "certs/admin-key.pem"
 CORS_ALLOW_HEADERS = "X-Requested-With, X-Auth-Token, Content-Type, Content-Length, Authorization"
 
 _environment = jinja2.Environment(
@@ -27,7 +35,47 @@ _environment = jinja2.Environment(
 )
 
 
-def opensearch_settings(cluster: Cluster, node: Node, *, first_start: bool) -> dict[str, Any]:
+def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> dict[str, Any]:
+    """The plugins.security.* part of opensearch.yml for the cluster's mode."""
+    if not cluster.secured:
+        return {"plugins.security.disabled": True}
+    if pki is None:
+        raise ValueError("a secured cluster needs its PKI to render opensearch.yml")
+    settings: dict[str, Any] = {
+        "plugins.security.disabled": False,
+        "plugins.security.ssl.transport.enabled": True,
+        "plugins.security.ssl.transport.pemcert_filepath": NODE_CERT_FILE,
+        "plugins.security.ssl.transport.pemkey_filepath": NODE_KEY_FILE,
+        "plugins.security.ssl.transport.pemtrustedcas_filepath": CA_CERT_FILE,
+        "plugins.security.ssl.transport.enforce_hostname_verification": False,
+        "plugins.security.ssl.http.enabled": cluster.security_mode == "tls",
+    }
+    if cluster.security_mode == "tls":
+        settings.update(
+            {
+                "plugins.security.ssl.http.pemcert_filepath": NODE_CERT_FILE,
+                "plugins.security.ssl.http.pemkey_filepath": NODE_KEY_FILE,
+                "plugins.security.ssl.http.pemtrustedcas_filepath": CA_CERT_FILE,
+            }
+        )
+    settings.update(
+        {
+            "plugins.security.nodes_dn": pki.nodes_dn,
+            "plugins.security.authcz.admin_dn": pki.admin_dn,
+            # Without it the REST API refuses every Basic-auth user (DESIGN.md).
+            "plugins.security.restapi.roles_enabled": list(REST_API_ROLES_ENABLED),
+        }
+    )
+    if cluster.security_mode == "basic" and node == cluster.security_init_node:
+        # securityadmin speaks only HTTPS, so without HTTP TLS this one node loads the
+        # security index from config/opensearch-security/ itself, once, when it is missing.
+        settings["plugins.security.allow_default_init_securityindex"] = True
+    return settings
+
+
+def opensearch_settings(
+    cluster: Cluster, node: Node, *, first_start: bool, pki: ClusterPki | None = None
+) -> dict[str, Any]:
     """The node's opensearch.yml as data.
 
     ``first_start`` adds cluster.initial_cluster_manager_nodes, which may only be present
@@ -63,12 +111,15 @@ def opensearch_settings(cluster: Cluster, node: Node, *, first_start: bool) -> d
                 "http.cors.allow-headers": CORS_ALLOW_HEADERS,
             }
         )
+    settings.update(security_settings(cluster, node, pki))
     settings.update(cluster.extra_settings)
     return settings
 
 
-def render_opensearch_yml(cluster: Cluster, node: Node, *, first_start: bool) -> str:
-    settings = opensearch_settings(cluster, node, first_start=first_start)
+def render_opensearch_yml(
+    cluster: Cluster, node: Node, *, first_start: bool, pki: ClusterPki | None = None
+) -> str:
+    settings = opensearch_settings(cluster, node, first_start=first_start, pki=pki)
     body = yaml.safe_dump(
         settings, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096
     )
@@ -80,11 +131,15 @@ def _render_template(name: str, cluster: Cluster, node: Node) -> str:
     return template.render(cluster=cluster, node=node, managed_header=MANAGED_HEADER)
 
 
-def render_node_files(cluster: Cluster, node: Node) -> dict[str, str]:
+def render_node_files(
+    cluster: Cluster, node: Node, pki: ClusterPki | None = None
+) -> dict[str, str]:
     """Every file of one node, by its name in the role (and in ``scripts/render``'s output)."""
     return {
-        "opensearch.yml": render_opensearch_yml(cluster, node, first_start=False),
-        "opensearch.first-start.yml": render_opensearch_yml(cluster, node, first_start=True),
+        "opensearch.yml": render_opensearch_yml(cluster, node, first_start=False, pki=pki),
+        "opensearch.first-start.yml": render_opensearch_yml(
+            cluster, node, first_start=True, pki=pki
+        ),
         "heap.options": _render_template("heap.options.j2", cluster, node),
         "opensearch.service": _render_template("opensearch.service.j2", cluster, node),
     }

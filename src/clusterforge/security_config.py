@@ -8,7 +8,7 @@ Public API:
   caller (``clusterforge.hashing.reuse_or_hash``), so rendering is pure and fast.
 - :func:`predefined_users` builds the spec's four users (admin, kibanaserver, logstash,
   kibana) from their hashes; :data:`PREDEFINED_USERS` holds their fixed roles and flags.
-- :func:`render_security_files` returns ``{file name: YAML text}`` for the nine files in
+- :func:`render_security_files` returns ``{file name: YAML text}`` for the ten files in
   :data:`SECURITY_CONFIG_TYPES`. The same input gives byte-identical output: keys are
   emitted in a fixed order, inventory users and mappings sorted by name, and nothing
   time-dependent is written.
@@ -71,6 +71,8 @@ SECURITY_CONFIG_TYPES: Mapping[str, str] = {
     "config.yml": "config",
     "nodes_dn.yml": "nodesdn",
     "allowlist.yml": "allowlist",
+    # Deprecated twin of allowlist.yml that securityadmin -cd still insists on reading.
+    "whitelist.yml": "whitelist",
     "audit.yml": "audit",
 }
 
@@ -244,7 +246,7 @@ def render_security_files(
     kibana_server_username: str = "kibanaserver",
     multitenancy_enabled: bool = True,
 ) -> dict[str, str]:
-    """Render the nine security config files; raise :class:`SecurityConfigError` if invalid.
+    """Render the ten security config files; raise :class:`SecurityConfigError` if invalid.
 
     ``users`` must hold the four predefined users (see :func:`predefined_users`) with the
     spec's roles and flags, plus any inventory users. ``roles`` adds custom roles (plugin
@@ -275,6 +277,10 @@ def render_security_files(
         "nodes_dn.yml": {"_meta": _meta("nodesdn")},
         "allowlist.yml": {
             "_meta": _meta("allowlist"),
+            "config": {"enabled": False, "requests": {}},
+        },
+        "whitelist.yml": {
+            "_meta": _meta("whitelist"),
             "config": {"enabled": False, "requests": {}},
         },
         "audit.yml": _audit_document(),

@@ -27,8 +27,23 @@ def cluster() -> dict[str, Any]:
     return loaded
 
 
-def client_for(cluster: dict[str, Any], url: str) -> OpenSearch:
-    return OpenSearch(hosts=[url], timeout=30)
+def admin_password(cluster: dict[str, Any]) -> str:
+    return Path(cluster["admin_password_file"]).read_text().strip()
+
+
+def client_for(
+    cluster: dict[str, Any], url: str, *, auth: tuple[str, str] | bool | None = True
+) -> OpenSearch:
+    """A client for one node: the CA verified with hostname checks in tls mode, the admin
+    user in secured modes (``auth=False`` for none, or a (user, password) pair)."""
+    options: dict[str, Any] = {"hosts": [url], "timeout": 30}
+    if cluster["mode"] == "tls":
+        options.update(use_ssl=True, verify_certs=True, ca_certs=cluster["ca_cert"])
+    if cluster["mode"] != "open" and auth is not False:
+        options["http_auth"] = (
+            auth if isinstance(auth, tuple) else (cluster["admin_user"], admin_password(cluster))
+        )
+    return OpenSearch(**options)
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--mode",
         choices=SECURITY_MODES,
-        default="open",
-        help="security mode of the cluster (default: open)",
+        default="tls",
+        help="security mode of the cluster (default: tls)",
     )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
     commands.add_parser(

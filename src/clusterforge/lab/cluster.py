@@ -12,11 +12,14 @@ Two network modes (DESIGN.md, "Open-file limit"):
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
 import re
 import resource
+import secrets
+import ssl
 import subprocess
 import sys
 import time
@@ -43,6 +46,10 @@ REQUIRED_NOFILE = 65535
 # systemd refuses to start a unit that asks for more than it may have.
 CLUSTER_NAME = "clusterforge-lab"
 HEAP = "512m"
+ADMIN_USER = "admin"
+# Every secret of the lab lives in one 0600 file of its own; the inventory reads them
+# with lookups, so no secret is written twice or passed on a command line.
+LAB_SECRETS = ("ca_passphrase", "admin", "kibanaserver", "logstash", "kibana")
 
 # systemd as PID 1 needs exactly these (DESIGN.md); --privileged fails on this platform.
 SYSTEMD_RUN_FLAGS = (
@@ -109,6 +116,22 @@ class Lab:
         self.lab_dir = lab_dir
         self.ssh_dir = lab_dir / ".ssh"
         self.key = self.ssh_dir / "id_ed25519"
+        self.secrets_dir = lab_dir / ".secrets"
+        self.pki_dir = lab_dir / "pki"
+
+    def secret_file(self, name: str) -> Path:
+        return self.secrets_dir / name
+
+    def _ensure_secrets(self) -> None:
+        self.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.secrets_dir.chmod(0o700)
+        for name in LAB_SECRETS:
+            path = self.secret_file(name)
+            if not path.exists():
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w") as stream:
+                    stream.write(secrets.token_urlsafe(18))
+            path.chmod(0o600)
 
     # -- containers -------------------------------------------------------------------
 
@@ -273,6 +296,18 @@ class Lab:
             "opensearch_heap_size": HEAP,
             "opensearch_distribution_source": "maven",
         }
+        if mode != "open":
+            self._ensure_secrets()
+
+            def lookup(name: str) -> str:
+                path = self.secret_file(name)
+                return "{{ lookup('ansible.builtin.file', '" + str(path) + "') }}"
+
+            group_vars["opensearch_pki_dir"] = str(self.pki_dir)
+            group_vars["opensearch_ca_passphrase"] = lookup("ca_passphrase")
+            group_vars["opensearch_security_passwords"] = {
+                user: lookup(user) for user in LAB_SECRETS if user != "ca_passphrase"
+            }
         comment = ""
         if network == "loopback":
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -321,15 +356,33 @@ class Lab:
 
     # -- report -----------------------------------------------------------------------
 
+    def client(self, mode: str) -> LabClient:
+        if mode == "open":
+            return LabClient()
+        return LabClient(
+            ca_cert=self.pki_dir / "ca.pem" if mode == "tls" else None,
+            username=ADMIN_USER,
+            password_file=self.secret_file(ADMIN_USER),
+        )
+
     def describe(self, nodes: list[LabNode], *, network: str, mode: str) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
-        info = _get_json(f"{urls[0]}/")
-        health = _get_json(f"{urls[0]}/_cluster/health")
-        cat_nodes = _get_json(
+        client = self.client(mode)
+        info = client.get_json(f"{urls[0]}/")
+        health = client.get_json(f"{urls[0]}/_cluster/health")
+        cat_nodes = client.get_json(
             f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
         )
         by_ip = {entry["ip"]: entry for entry in cat_nodes}
+        secured: dict[str, Any] = {}
+        if mode != "open":
+            secured = {
+                "ca_cert": str(self.pki_dir / "ca.pem") if mode == "tls" else None,
+                "pki_dir": str(self.pki_dir),
+                "admin_user": ADMIN_USER,
+                "admin_password_file": str(self.secret_file(ADMIN_USER)),
+            }
         return {
             "cluster_name": info["cluster_name"],
             "version": info["version"]["number"],
@@ -346,6 +399,7 @@ class Lab:
                 }
                 for node, url in zip(nodes, urls, strict=True)
             ],
+            **secured,
         }
 
     def prepare(self) -> str:
@@ -383,11 +437,40 @@ class Lab:
         say("lab removed; the image and the artifact cache are kept")
 
 
-def _get_json(url: str) -> Any:
-    if not url.startswith(("http://", "https://")):
-        raise LabError(f"not an HTTP URL: {url}")
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310
-        return json.loads(response.read())
+class LabClient:
+    """A small HTTP client for the lab's summary: the CA and admin credentials by mode."""
+
+    def __init__(
+        self,
+        *,
+        ca_cert: Path | None = None,
+        username: str | None = None,
+        password_file: Path | None = None,
+    ) -> None:
+        self.context = ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else None
+        self.authorization = None
+        if username and password_file:
+            token = f"{username}:{password_file.read_text().strip()}".encode()
+            self.authorization = "Basic " + base64.b64encode(token).decode()
+
+    def get_json(self, url: str) -> Any:
+        if not url.startswith(("http://", "https://")):
+            raise LabError(f"not an HTTP URL: {url}")
+        request = urllib.request.Request(url)  # noqa: S310 - checked just above
+        if self.authorization:
+            request.add_header("Authorization", self.authorization)
+        with urllib.request.urlopen(request, timeout=10, context=self.context) as response:  # noqa: S310
+            return json.loads(response.read())
+
+
+def curl_example(facts: dict[str, Any]) -> str:
+    """How to reach the cluster, without ever printing the password."""
+    url = f"'{facts['nodes'][0]['url']}/_cat/nodes?v'"
+    if facts["mode"] == "open":
+        return f"curl {url}"
+    credentials = f'-u "{facts["admin_user"]}:$(cat {facts["admin_password_file"]})"'
+    ca = f"--cacert {facts['ca_cert']} " if facts.get("ca_cert") else ""
+    return f"curl {ca}{credentials} {url}"
 
 
 def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> None:
@@ -404,7 +487,7 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
         )
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
-        f"try      curl '{facts['nodes'][0]['url']}/_cat/nodes?v'",
+        f"try      {curl_example(facts)}",
         f"facts    {lab_dir / 'lab.json'}",
         "teardown scripts/down",
     ]

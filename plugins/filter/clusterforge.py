@@ -1,0 +1,42 @@
+"""Filters that let the roles ask the library instead of recomputing in Jinja.
+
+- ``clusterforge_changed_types(digests, marker_text)``: the security config types whose
+  digest differs from the marker recorded at the last load (all of them without one).
+- ``clusterforge_merge_users(rendered, current)``: the rendered internal_users.yml plus the
+  users the cluster has that the inventory does not manage (created through the REST API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from clusterforge.security_config import (
+    SECURITY_CONFIG_TYPES,
+    changed_config_types,
+    merge_unmanaged_users,
+    parse_digest_marker,
+)
+
+
+def clusterforge_changed_types(digests: Mapping[str, str], marker_text: str | None) -> list[str]:
+    return changed_config_types(parse_digest_marker(marker_text), dict(digests))
+
+
+def clusterforge_merge_users(rendered: str, current: str) -> str:
+    return merge_unmanaged_users(str(rendered), str(current)).text
+
+
+def clusterforge_config_file(config_type: str) -> str:
+    """The file name of a securityadmin config type (internalusers -> internal_users.yml)."""
+    by_type = {kind: name for name, kind in SECURITY_CONFIG_TYPES.items()}
+    return by_type[config_type]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "clusterforge_changed_types": clusterforge_changed_types,
+            "clusterforge_merge_users": clusterforge_merge_users,
+            "clusterforge_config_file": clusterforge_config_file,
+        }

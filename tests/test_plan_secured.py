@@ -1,0 +1,161 @@
+"""The plan of a secured cluster: certificates issued once, DNs read back, hashes reused."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusterforge.cluster_security import render_cluster_security
+from clusterforge.errors import InventoryError
+from clusterforge.hashing import verify_password
+from clusterforge.model import build_cluster
+from clusterforge.plan import plan_cluster
+
+PASSWORDS = {
+    "admin": "Unit-Admin-3f9a",
+    "kibanaserver": "Unit-Kibanaserver-3f9a",
+    "logstash": "Unit-Logstash-3f9a",
+    "kibana": "Unit-Kibana-3f9a",
+}
+
+
+def secured_nodes(
+    pki_dir: Path, mode: str = "tls", **overrides: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    common = {
+        "opensearch_security_mode": mode,
+        "opensearch_pki_dir": str(pki_dir),
+        "opensearch_ca_passphrase": "unit-test-passphrase",
+        "opensearch_security_passwords": PASSWORDS,
+        **overrides,
+    }
+    return [(f"os-{i}", {"ansible_host": f"127.0.0.{60 + i}", **common}) for i in (1, 2, 3)]
+
+
+def settings(plan: dict[str, Any], node: str, name: str = "opensearch.yml") -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(plan["nodes"][node]["files"][name])
+    return loaded
+
+
+def subject_of(path: str) -> str:
+    return (
+        subprocess.run(
+            ["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in", path],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .removeprefix("subject=")
+    )
+
+
+def test_tls_plan_writes_the_dns_the_certificates_report(tmp_path: Path) -> None:
+    plan = plan_cluster(secured_nodes(tmp_path))
+    node_settings = settings(plan, "os-1")
+    assert node_settings["plugins.security.disabled"] is False
+    assert node_settings["plugins.security.ssl.http.enabled"] is True
+    assert node_settings["plugins.security.ssl.transport.pemcert_filepath"] == "certs/node.pem"
+    expected_nodes_dn = [subject_of(str(tmp_path / f"os-{i}.pem")) for i in (1, 2, 3)]
+    assert node_settings["plugins.security.nodes_dn"] == expected_nodes_dn
+    assert node_settings["plugins.security.authcz.admin_dn"] == [
+        subject_of(str(tmp_path / "admin.pem"))
+    ]
+    assert expected_nodes_dn[0] == "CN=os-1,OU=clusterforge,O=clusterforge,L=Local,ST=Local,C=US"
+    assert node_settings["plugins.security.restapi.roles_enabled"] == [
+        "all_access",
+        "security_rest_api_access",
+    ]
+    assert "plugins.security.allow_default_init_securityindex" not in node_settings
+    assert plan["cluster"]["nodes"][0]["url"] == "https://127.0.0.61:9200"
+
+
+def test_a_rerun_reuses_every_certificate(tmp_path: Path) -> None:
+    first = plan_cluster(secured_nodes(tmp_path))
+    mtimes = {path.name: path.stat().st_mtime_ns for path in tmp_path.glob("*.pem")}
+    second = plan_cluster(secured_nodes(tmp_path))
+    assert first == {
+        **second,
+        "cluster": {**second["cluster"], "pki": {**second["cluster"]["pki"], "changed": True}},
+    }
+    assert second["cluster"]["pki"]["changed"] is False
+    assert {path.name: path.stat().st_mtime_ns for path in tmp_path.glob("*.pem")} == mtimes
+
+
+def test_a_new_address_reissues_only_that_node(tmp_path: Path) -> None:
+    plan_cluster(secured_nodes(tmp_path))
+    before = {path.name: path.read_bytes() for path in tmp_path.glob("os-*.pem")}
+    nodes = secured_nodes(tmp_path)
+    nodes[1][1]["opensearch_extra_sans"] = ["search-2.example.internal"]
+    plan_cluster(nodes)
+    after = {path.name: path.read_bytes() for path in tmp_path.glob("os-*.pem")}
+    changed = sorted(name for name in before if before[name] != after[name])
+    assert changed == ["os-2-key.pem", "os-2.pem"]
+
+
+def test_basic_mode_lets_only_the_first_node_initialize(tmp_path: Path) -> None:
+    plan = plan_cluster(secured_nodes(tmp_path, mode="basic"))
+    assert settings(plan, "os-1")["plugins.security.allow_default_init_securityindex"] is True
+    assert settings(plan, "os-1")["plugins.security.ssl.http.enabled"] is False
+    assert "plugins.security.allow_default_init_securityindex" not in settings(plan, "os-2")
+    assert plan["cluster"]["nodes"][0]["url"].startswith("http://")
+
+
+def test_open_mode_disables_the_plugin(tmp_path: Path) -> None:
+    plan = plan_cluster([(f"os-{i}", {"ansible_host": f"127.0.0.{i}"}) for i in (1, 2, 3)])
+    assert settings(plan, "os-1")["plugins.security.disabled"] is True
+    assert plan["cluster"]["pki"] is None
+
+
+def test_secured_modes_need_a_ca_passphrase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CLUSTERFORGE_CA_PASSPHRASE", raising=False)
+    nodes = secured_nodes(tmp_path)
+    for _, host_vars in nodes:
+        del host_vars["opensearch_ca_passphrase"]
+    with pytest.raises(Exception, match="CLUSTERFORGE_CA_PASSPHRASE"):
+        plan_cluster(nodes)
+
+
+@pytest.mark.parametrize(
+    ("passwords", "fragment"),
+    [
+        ({**PASSWORDS, "admin": ""}, "opensearch_security_passwords.admin"),
+        ({**PASSWORDS, "kibanaserver": "kibanaserver"}, "well-known demo"),
+        ({key: value for key, value in PASSWORDS.items() if key != "logstash"}, "is not set"),
+    ],
+)
+def test_secured_modes_refuse_bad_passwords(
+    tmp_path: Path, passwords: dict[str, str], fragment: str
+) -> None:
+    with pytest.raises(InventoryError) as caught:
+        build_cluster(secured_nodes(tmp_path, opensearch_security_passwords=passwords))
+    message = str(caught.value)
+    assert fragment in message
+    for password in PASSWORDS.values():
+        assert password not in message
+
+
+def test_security_files_reuse_hashes_and_digests_only_change_with_passwords(tmp_path: Path) -> None:
+    users = [{"name": "analyst", "password": "Unit-Analyst-77", "backend_roles": ["readall"]}]
+    first = render_cluster_security(pki_dir=tmp_path, passwords=PASSWORDS, users=users)
+    second = render_cluster_security(pki_dir=tmp_path, passwords=PASSWORDS, users=users)
+    assert first == second
+    document = yaml.safe_load(first["files"]["internal_users.yml"])
+    assert verify_password(PASSWORDS["admin"], document["admin"]["hash"])
+    assert verify_password("Unit-Analyst-77", document["analyst"]["hash"])
+    assert (tmp_path / "internal_users.hashes.json").stat().st_mode & 0o777 == 0o600
+    changed = render_cluster_security(
+        pki_dir=tmp_path, passwords={**PASSWORDS, "kibana": "Unit-Kibana-new"}, users=users
+    )
+    differing = sorted(
+        kind for kind in first["digests"] if first["digests"][kind] != changed["digests"][kind]
+    )
+    assert differing == ["internalusers"]
+    for text in changed["files"].values():
+        assert "Unit-Kibana-new" not in text
