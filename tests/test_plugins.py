@@ -64,3 +64,28 @@ def test_the_maven_security_plugin_fits_its_engine() -> None:
     assert descriptor.name == "opensearch-security"
     with pytest.raises(ArtifactError, match=r"2\.19\.3"):
         check_plugin(security_plugin_zip(), "2.19.3")
+
+
+def entry(name: str, version: str, state: str = "present") -> dict[str, str]:
+    return {"name": name, "version": version, "state": state, "path": f"/cache/{name}.zip"}
+
+
+def test_matching_plugins_are_left_alone() -> None:
+    from clusterforge.plugins import plan_plugin_changes
+
+    changes = plan_plugin_changes(
+        [entry("analysis-smartcn", "2.19.4")], {"analysis-smartcn": "2.19.4"}
+    )
+    assert changes == {"install": [], "remove": []}
+
+
+def test_missing_other_version_and_absent_plugins() -> None:
+    from clusterforge.plugins import plan_plugin_changes
+
+    wanted = [entry("a", "2.19.4"), entry("b", "2.19.4"), {"name": "c", "state": "absent"}]
+    installed = {"b": "2.19.3", "c": "1.0", "opensearch-security": "2.19.4.0", "d": "1"}
+    changes = plan_plugin_changes(wanted, installed)
+    assert [item["name"] for item in changes["install"]] == ["a", "b"]
+    assert changes["remove"] == ["b", "c"]
+    unlisted = plan_plugin_changes(wanted, installed, remove_unlisted=True)
+    assert unlisted["remove"] == ["b", "c", "d"]

@@ -116,29 +116,39 @@ def _verify(path: Path, expected_sha512: str, origin: str) -> None:
         )
 
 
+def fetch_url(url: str, sha512: str | None, target: Path) -> FetchedArtifact:
+    """Download ``url`` into ``target`` once, verified against ``sha512`` (or the published
+    ``<url>.sha512``); a failed or corrupt download leaves nothing behind."""
+    if target.exists():
+        return FetchedArtifact(target, fetched=False)
+    expected = sha512 or _published_sha512(url)
+    partial = target.with_suffix(target.suffix + ".partial")
+    try:
+        _download(url, partial)
+        _verify(partial, expected, url)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise ArtifactError(f"could not download {url}: {error}") from error
+    except ArtifactError:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(target)
+    return FetchedArtifact(target, fetched=True)
+
+
 def fetch_engine(distribution: Distribution) -> FetchedArtifact:
     """Put the engine archive into the cache (once) and return its path."""
     if distribution.source == "maven":
         return fetch_maven_artifact(ENGINE_MAVEN_COORDINATES, distribution.version, "zip")
     target = cache_dir() / distribution.archive_name
-    if target.exists():
-        return FetchedArtifact(target, fetched=False)
-    partial = target.with_suffix(target.suffix + ".partial")
     if distribution.source == "tarball":
         if not distribution.url:
             raise ArtifactError("opensearch_distribution_url is empty; set the tarball's URL")
-        expected = distribution.sha512 or _published_sha512(distribution.url)
-        try:
-            _download(distribution.url, partial)
-        except OSError as error:
-            partial.unlink(missing_ok=True)
-            raise ArtifactError(f"could not download {distribution.url}: {error}") from error
-        try:
-            _verify(partial, expected, distribution.url)
-        except ArtifactError:
-            partial.unlink(missing_ok=True)
-            raise
-    else:
+        return fetch_url(distribution.url, distribution.sha512, target)
+    if target.exists():
+        return FetchedArtifact(target, fetched=False)
+    partial = target.with_suffix(target.suffix + ".partial")
+    if distribution.source == "file":
         source = Path(distribution.path or "")
         if not source.is_file():
             raise ArtifactError(
@@ -155,15 +165,13 @@ def fetch_engine(distribution: Distribution) -> FetchedArtifact:
     return FetchedArtifact(target, fetched=True)
 
 
-def archive_top_directory(distribution: Distribution) -> str:
-    """Both the zip and the tarball unpack into opensearch-<version>/."""
-    return f"opensearch-{distribution.version}"
+SECURITY_PLUGIN_COORDINATES = "org.opensearch.plugin:opensearch-security"
 
 
 def fetch_security_plugin(engine_version: str, local_path: str | None) -> FetchedArtifact:
     """The security plugin zip for the engine (Maven's ``<version>.0``, or a local zip),
     checked against the engine version before any host is touched."""
-    from clusterforge.plugins import SECURITY_PLUGIN_COORDINATES, check_plugin
+    from clusterforge.plugins import check_plugin  # plugins builds on this module
 
     if local_path:
         source = Path(local_path)

@@ -117,6 +117,24 @@ class Node:
         return bool(CLUSTER_MANAGER_ROLES.intersection(self.roles))
 
 
+PLUGIN_SOURCES = ("build", "maven", "url", "file")
+PLUGIN_STATES = ("present", "absent")
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """One engine plugin of the inventory, from exactly one source."""
+
+    name: str
+    source: str
+    state: str = "present"
+    path: str | None = None  # build: the Maven project folder; file: the zip
+    coordinates: str | None = None  # maven: group:artifact
+    version: str | None = None  # maven: defaults to the engine version
+    url: str | None = None
+    sha512: str | None = None
+
+
 @dataclass(frozen=True)
 class Security:
     """Non-secret security facts. Passwords and the CA passphrase are validated by
@@ -156,6 +174,7 @@ class Cluster:
     extra_settings: Mapping[str, Any]
     nodes: tuple[Node, ...]
     security: Security
+    plugins: tuple[PluginSpec, ...] = ()
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -478,6 +497,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         extra_settings=dict(extra_settings),
         nodes=tuple(nodes),
         security=security,
+        plugins=_build_plugins(value("opensearch_plugins"), problems),
         warnings=tuple(problems.warnings),
     )
 
@@ -590,3 +610,66 @@ def _check_passwords(host_vars: Mapping[str, Any], security_mode: str, problems:
             check_password_allowed(name, str(password), setting=setting)
         except PasswordRejectedError as error:
             problems.error(str(error))
+
+
+_PLUGIN_REQUIRED_FIELDS = {
+    "build": ("path",),
+    "maven": ("coordinates",),
+    "url": ("url",),
+    "file": ("path",),
+}
+
+
+def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
+    if raw in (None, ""):
+        return ()
+    if not isinstance(raw, list):
+        problems.error("opensearch_plugins must be a list of {name, source, ...} entries")
+        return ()
+    plugins: list[PluginSpec] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(raw):
+        where = f"opensearch_plugins[{index}]"
+        if not isinstance(entry, Mapping) or not entry.get("name"):
+            problems.error(f"{where} needs a name, e.g. {{name: analysis-smartcn, source: build}}")
+            continue
+        name = str(entry["name"])
+        if name in seen:
+            problems.error(f"{where}: plugin {name!r} is listed twice; keep one entry")
+        seen.add(name)
+        state = str(entry.get("state", "present"))
+        if state not in PLUGIN_STATES:
+            problems.error(f"{where}: state {state!r} is unknown; use present or absent")
+        source = (
+            str(entry.get("source", "")) if state == "present" else str(entry.get("source", "file"))
+        )
+        if state == "present":
+            if source not in PLUGIN_SOURCES:
+                problems.error(
+                    f"{where} ({name}): source {source!r} is unknown; choose one of "
+                    f"{', '.join(PLUGIN_SOURCES)}"
+                )
+            else:
+                missing = [key for key in _PLUGIN_REQUIRED_FIELDS[source] if not entry.get(key)]
+                if missing:
+                    problems.error(
+                        f"{where} ({name}): source {source} needs {', '.join(missing)}; set it"
+                    )
+            if source == "url" and entry.get("url") and not entry.get("sha512"):
+                problems.warn(
+                    f"{where} ({name}): no sha512 given; the .sha512 published beside the URL "
+                    "is used"
+                )
+        plugins.append(
+            PluginSpec(
+                name=name,
+                source=source,
+                state=state,
+                path=str(entry["path"]) if entry.get("path") else None,
+                coordinates=str(entry["coordinates"]) if entry.get("coordinates") else None,
+                version=str(entry["version"]) if entry.get("version") else None,
+                url=str(entry["url"]) if entry.get("url") else None,
+                sha512=str(entry["sha512"]) if entry.get("sha512") else None,
+            )
+        )
+    return tuple(plugins)

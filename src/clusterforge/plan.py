@@ -52,6 +52,7 @@ def cluster_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any]:
         "bundles_security_plugin": cluster.distribution.bundles_security_plugin,
         "security_plugin_path": cluster.security.plugin_path,
         "security_init_node": cluster.security_init_node.inventory_name,
+        "plugins": [dataclasses.asdict(plugin) for plugin in cluster.plugins],
         "node_count": len(cluster.nodes),
         "nodes": [
             {

@@ -47,6 +47,10 @@ REQUIRED_NOFILE = 65535
 CLUSTER_NAME = "clusterforge-lab"
 HEAP = "512m"
 ADMIN_USER = "admin"
+# The Chinese analyzer, built from this project's source for the engine in use.
+LAB_PLUGINS = (
+    {"name": "analysis-smartcn", "source": "build", "path": "engine-plugins/analysis-smartcn"},
+)
 # Every secret of the lab lives in one 0600 file of its own; the inventory reads them
 # with lookups, so no secret is written twice or passed on a command line.
 LAB_SECRETS = ("ca_passphrase", "admin", "kibanaserver", "logstash", "kibana")
@@ -295,6 +299,7 @@ class Lab:
             "opensearch_security_mode": mode,
             "opensearch_heap_size": HEAP,
             "opensearch_distribution_source": "maven",
+            "opensearch_plugins": [dict(plugin) for plugin in LAB_PLUGINS],
         }
         if mode != "open":
             self._ensure_secrets()
@@ -389,6 +394,7 @@ class Lab:
             "mode": mode,
             "network": network,
             "health": health["status"],
+            "plugins": [plugin["name"] for plugin in LAB_PLUGINS],
             "nodes": [
                 {
                     "name": by_ip.get(node.address, {}).get("name", node.inventory_name),

@@ -2,6 +2,9 @@
 
 - ``clusterforge_changed_types(digests, marker_text)``: the security config types whose
   digest differs from the marker recorded at the last load (all of them without one).
+- ``clusterforge_descriptor_version(text)``: the version a plugin descriptor names.
+- ``clusterforge_plugin_changes(wanted, installed, remove_unlisted)``: what a node must
+  install and remove.
 - ``clusterforge_merge_users(rendered, current)``: the rendered internal_users.yml plus the
   users the cluster has that the inventory does not manage (created through the REST API).
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterforge.plugins import parse_descriptor, plan_plugin_changes
 from clusterforge.security_config import (
     SECURITY_CONFIG_TYPES,
     changed_config_types,
@@ -33,10 +37,24 @@ def clusterforge_config_file(config_type: str) -> str:
     return by_type[config_type]
 
 
+def clusterforge_descriptor_version(text: str) -> str:
+    """The ``version`` of a plugin-descriptor.properties text ('' when it has none)."""
+    return parse_descriptor(str(text)).version
+
+
+def clusterforge_plugin_changes(
+    wanted: list[dict[str, Any]], installed: dict[str, str], remove_unlisted: bool = False
+) -> dict[str, list[Any]]:
+    """What a node must install and remove (clusterforge.plugins.plan_plugin_changes)."""
+    return plan_plugin_changes(list(wanted), dict(installed), remove_unlisted=remove_unlisted)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "clusterforge_changed_types": clusterforge_changed_types,
             "clusterforge_merge_users": clusterforge_merge_users,
             "clusterforge_config_file": clusterforge_config_file,
+            "clusterforge_descriptor_version": clusterforge_descriptor_version,
+            "clusterforge_plugin_changes": clusterforge_plugin_changes,
         }

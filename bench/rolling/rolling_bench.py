@@ -1,0 +1,316 @@
+"""Rolling-restart benchmark: the playbook under client load, against the floor.
+
+Measured in one run against the running lab (``inventories/lab/lab.json``), each part
+under its own :class:`clusterforge.loadcheck.ClusterLoad`:
+
+1. rolling: ``ansible-playbook -i inventories/lab playbooks/rolling-restart.yml``
+   (plan, then one node at a time: allocation to primaries and flush, restart, rejoin,
+   allocation back, green), timed from start to the playbook's exit;
+2. floor: the same three restarts done directly, one node at a time, the cluster manager
+   last: ``docker exec <container> systemctl restart opensearch``, then wait until the
+   node runs a new JVM, has rejoined and health is green again.
+
+Both parts check that every node really restarted (its JVM start time changed). The
+ratio is rolling / floor. Not a test: it measures and records into bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from clusterforge.lab.cluster import CONTAINER_PREFIX
+from clusterforge.loadcheck import ClusterLoad, LoadReport, LoadTarget
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench" / "RESULTS.md"
+HEADING = "## rolling (bench/rolling)"
+NODE_TIMEOUT_S = 300.0
+
+
+def say(message: str) -> None:
+    print(f"bench/rolling: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Part:
+    name: str
+    seconds: float
+    report: LoadReport
+    restarted: int
+    note: str = ""
+    per_node_s: dict[str, float] | None = None
+
+
+class Cluster:
+    """Questions the benchmark asks the lab, each to the first node that answers."""
+
+    def __init__(self, target: LoadTarget) -> None:
+        self.target = target
+        self.client = target.http_client(timeout_s=15)
+
+    def get(self, path: str) -> Any:
+        errors = []
+        for url in self.target.urls:
+            try:
+                response = self.client.get(url + path)
+            except httpx.TransportError as error:
+                errors.append(f"{url}: {type(error).__name__}")
+                continue
+            if response.status_code < 500:
+                return response.json()
+            errors.append(f"{url}: HTTP {response.status_code}")
+        raise RuntimeError("no node answered " + path + ": " + "; ".join(errors))
+
+    def jvm_start_times(self) -> dict[str, int]:
+        nodes = self.get("/_nodes/jvm?filter_path=nodes.*.name,nodes.*.jvm.start_time_in_millis")
+        return {
+            node["name"]: node["jvm"]["start_time_in_millis"] for node in nodes["nodes"].values()
+        }
+
+    def cluster_manager(self) -> str:
+        answer: list[dict[str, str]] = self.get("/_cat/cluster_manager?format=json")
+        return answer[0]["node"]
+
+    def green(self, node_count: int) -> bool:
+        try:
+            health = self.get(
+                f"/_cluster/health?wait_for_status=green&wait_for_nodes={node_count}&timeout=5s"
+            )
+        except RuntimeError:
+            return False
+        return bool(health.get("status") == "green" and health.get("number_of_nodes") == node_count)
+
+    def allocation_left_limited(self) -> str | None:
+        """The persistent or transient allocation limit left behind, if any."""
+        settings = self.get("/_cluster/settings?flat_settings=true")
+        for scope in ("persistent", "transient"):
+            value = settings.get(scope, {}).get("cluster.routing.allocation.enable")
+            if value not in (None, "all"):
+                return f"{scope} cluster.routing.allocation.enable={value}"
+        return None
+
+    def reset_allocation(self) -> None:
+        body = {"persistent": {"cluster.routing.allocation.enable": None}}
+        body["transient"] = dict(body["persistent"])
+        self.client.put(f"{self.target.urls[0]}/_cluster/settings", json=body)
+
+    def delete_index(self, index: str) -> None:
+        for url in self.target.urls:
+            try:
+                self.client.delete(f"{url}/{index}")
+                return
+            except httpx.TransportError:
+                continue
+
+
+def wait_for(what: str, probe: Callable[[], bool], timeout_s: float = NODE_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probe():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench/rolling: gave up waiting for {what} after {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
+def under_load(
+    target: LoadTarget, index: str, disrupt: Callable[[], str]
+) -> tuple[float, LoadReport, str]:
+    with ClusterLoad(
+        target, index=index, max_requests=10_000_000, max_seconds=3600, interval_s=0.05
+    ) as load:
+        started = time.monotonic()
+        note = disrupt()
+        seconds = time.monotonic() - started
+    return seconds, load.report, note
+
+
+def rolling_part(target: LoadTarget, cluster: Cluster, playbook: Path, nodes: int) -> Part:
+    before = cluster.jvm_start_times()
+    log = Path(tempfile.gettempdir()) / "clusterforge-bench-rolling-playbook.log"
+
+    def disrupt() -> str:
+        say(f"running {playbook.relative_to(REPO)} (output in {log})")
+        with log.open("w") as stream:
+            result = subprocess.run(
+                [str(REPO / ".venv/bin/ansible-playbook"), "-i", "inventories/lab", str(playbook)],
+                cwd=REPO,
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+                check=False,
+            )
+        if result.returncode != 0:
+            say(f"the playbook failed ({result.returncode}); its output is in {log}")
+            return f"playbook exit {result.returncode}"
+        return ""
+
+    seconds, report, note = under_load(target, "bench-rolling-playbook", disrupt)
+    left = cluster.allocation_left_limited()
+    if left:
+        # A playbook that failed half-way may leave allocation limited; the lab must not.
+        say(f"the playbook left {left}; resetting it")
+        cluster.reset_allocation()
+        note = "; ".join(filter(None, [note, f"left {left}, reset by the benchmark"]))
+    wait_for("green after the playbook", lambda: cluster.green(nodes))
+    after = cluster.jvm_start_times()
+    restarted = sum(1 for name, started in before.items() if after.get(name) != started)
+    return Part("rolling-restart.yml", seconds, report, restarted, note)
+
+
+def floor_part(target: LoadTarget, cluster: Cluster, nodes: int) -> Part:
+    before = cluster.jvm_start_times()
+    manager = cluster.cluster_manager()
+    order = [name for name in sorted(before) if name != manager] + [manager]
+
+    def rejoined(name: str, old_start: int) -> Callable[[], bool]:
+        def probe() -> bool:
+            try:
+                return cluster.jvm_start_times().get(name, old_start) != old_start
+            except (RuntimeError, KeyError, TypeError):
+                return False  # no node answered, or an answer without every field
+
+        return probe
+
+    per_node: dict[str, float] = {}
+
+    def disrupt() -> str:
+        for name in order:
+            node_started = time.monotonic()
+            subprocess.run(
+                ["docker", "exec", CONTAINER_PREFIX + name, "systemctl", "restart", "opensearch"],
+                check=True,
+            )
+            wait_for(f"{name} to rejoin with a new JVM", rejoined(name, before[name]))
+            wait_for(f"green after restarting {name}", lambda: cluster.green(nodes))
+            per_node[name] = time.monotonic() - node_started
+            say(f"{name} restarted and green in {per_node[name]:.1f}s")
+        return ""
+
+    seconds, report, note = under_load(target, "bench-rolling-floor", disrupt)
+    after = cluster.jvm_start_times()
+    restarted = sum(1 for name, started in before.items() if after.get(name) != started)
+    return Part(
+        "floor: 3 x systemctl restart, wait for rejoin + green",
+        seconds,
+        report,
+        restarted,
+        note,
+        per_node,
+    )
+
+
+def health_text(report: LoadReport) -> str:
+    return ", ".join(
+        f"{status} {count}" for status, count in sorted(report.health_statuses.items())
+    )
+
+
+def record(parts: list[Part], load_before: str, load_after: str, skipped: str) -> str:
+    floor = next((part for part in parts if part.name.startswith("floor")), None)
+    rows = [
+        "| measure | seconds | ratio | nodes restarted | requests | failed | retried | "
+        "red seen | health samples | lost writes | p50 / p99 / max ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
+    ]
+    for part in parts:
+        report = part.report
+        ratio = f"{part.seconds / floor.seconds:.2f}x" if floor else "n/a"
+        name = part.name + (f" ({part.note})" if part.note else "")
+        rows.append(
+            f"| {name} | {part.seconds:.1f} | {ratio} | {part.restarted} of 3 | "
+            f"{report.requests} | {report.failed} | {report.retried} | "
+            f"{'yes' if report.red_seen else 'no'} | {health_text(report)} | "
+            f"{report.lost_writes} of {report.acknowledged_writes} | "
+            f"{report.latency_p50_ms:.0f} / {report.latency_p99_ms:.0f} / "
+            f"{report.latency_max_ms:.0f} |"
+        )
+    samples = [
+        f"- {part.name}: {sample}" for part in parts for sample in part.report.failure_samples
+    ]
+    text = (
+        f"Rerun: `bench/rolling/run` against the running lab (`scripts/up`, tls, loopback).\n"
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on the shared 2-core, "
+        f"24 GiB machine; load average {load_before} before and {load_after} after "
+        "(other engineers' builds and molecule scenarios were running: absolute seconds are "
+        "disturbed). Client load: `clusterforge.loadcheck.ClusterLoad`, one request every "
+        "50 ms plus its latency, writes and reads alternating round-robin over the three "
+        "nodes (a failed attempt is retried on the next node; failed = failed on every "
+        "node), health sampled every 0.5 s, every acknowledged write read back by id at "
+        "the end.\n\n" + "\n".join(rows) + "\n"
+    )
+    for part in parts:
+        if part.per_node_s:
+            steps = ", then ".join(f"{name} {s:.1f}" for name, s in part.per_node_s.items())
+            text += f"\nFloor, seconds per node in restart order: {steps}.\n"
+    if skipped:
+        text += f"\n{skipped}\n"
+    if samples:
+        text += "\nFailure samples:\n\n" + "\n".join(samples) + "\n"
+    return text
+
+
+def write_section(summary: str) -> None:
+    text = RESULTS.read_text()
+    start = text.index(HEADING)
+    end = text.find("\n## ", start + len(HEADING))
+    end = len(text) if end < 0 else end
+    RESULTS.write_text(text[:start] + HEADING + "\n\n" + summary + text[end:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lab-json", type=Path, default=REPO / "inventories/lab/lab.json")
+    parser.add_argument("--playbook", type=Path, default=REPO / "playbooks/rolling-restart.yml")
+    parser.add_argument("--only", choices=("both", "rolling", "floor"), default="both")
+    parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
+    args = parser.parse_args()
+
+    facts = json.loads(args.lab_json.read_text())
+    target = LoadTarget.from_lab_json(args.lab_json)
+    cluster = Cluster(target)
+    nodes = len(facts["nodes"])
+    load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    say(f"load average before: {load_before}")
+    wait_for("the lab to be green before the run", lambda: cluster.green(nodes))
+
+    parts: list[Part] = []
+    skipped = ""
+    playbook = args.playbook.resolve()
+    try:
+        if args.only in ("both", "rolling"):
+            if playbook.exists():
+                parts.append(rolling_part(target, cluster, playbook, nodes))
+            else:
+                skipped = f"The rolling part was not run: {playbook} does not exist yet."
+                say(skipped)
+        if args.only in ("both", "floor"):
+            parts.append(floor_part(target, cluster, nodes))
+    finally:
+        wait_for("the lab to be green at the end", lambda: cluster.green(nodes))
+        for index in ("bench-rolling-playbook", "bench-rolling-floor"):
+            cluster.delete_index(index)
+    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+    for part in parts:
+        print(f"{part.name}: {part.seconds:.1f}s, restarted {part.restarted}", file=sys.stderr)
+        print(json.dumps(part.report.to_dict(), indent=2), file=sys.stderr)
+    summary = record(parts, load_before, load_after, skipped)
+    print(summary)
+    if not args.no_record:
+        write_section(summary)
+    return 0 if all(part.report.ok and part.restarted == nodes for part in parts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
