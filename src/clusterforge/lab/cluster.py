@@ -187,6 +187,8 @@ class Lab:
                 node.container,
                 "--label",
                 "clusterforge.lab=1",
+                "--label",
+                f"clusterforge.lab.dir={self.lab_dir}",
                 *placement,
                 *hosts,
                 *SYSTEMD_RUN_FLAGS,
@@ -230,9 +232,11 @@ class Lab:
         for node in nodes:
             state = _container_state(node.container)
             if state is not None and (
-                _container_network_mode(state) != network or state["Image"] != image_id
+                _container_network_mode(state) != network
+                or state["Image"] != image_id
+                or state["Config"]["Labels"].get("clusterforge.lab.dir") != str(self.lab_dir)
             ):
-                say(f"{node.container} was made for another network or image; recreating it")
+                say(f"{node.container} belongs to another network, image or checkout; recreating")
                 run(["docker", "rm", "-f", node.container])
                 state = None
                 (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
