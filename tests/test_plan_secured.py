@@ -159,3 +159,10 @@ def test_security_files_reuse_hashes_and_digests_only_change_with_passwords(tmp_
     assert differing == ["internalusers"]
     for text in changed["files"].values():
         assert "Unit-Kibana-new" not in text
+
+
+def test_the_default_pki_dir_is_hidden_from_ansibles_inventory_loader(tmp_path: Path) -> None:
+    from clusterforge.cluster_pki import resolve_pki_dir
+
+    nodes = secured_nodes(tmp_path, opensearch_pki_dir="")
+    assert resolve_pki_dir(build_cluster(nodes), Path("/inventory")) == Path("/inventory/.pki")

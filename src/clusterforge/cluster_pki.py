@@ -49,9 +49,12 @@ class ClusterPki:
 
 
 def resolve_pki_dir(cluster: Cluster, inventory_dir: Path) -> Path:
-    """The configured directory, or <inventory directory>/pki when none is configured."""
+    """The configured directory, or <inventory directory>/.pki when none is configured.
+
+    Hidden, because Ansible reads every other file of an inventory directory as inventory.
+    """
     configured = cluster.security.pki_dir
-    return Path(configured) if configured else inventory_dir / "pki"
+    return Path(configured) if configured else inventory_dir / ".pki"
 
 
 def _subject(cluster: Cluster, common_name: str) -> SubjectFields:

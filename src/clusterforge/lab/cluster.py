@@ -121,7 +121,8 @@ class Lab:
         self.ssh_dir = lab_dir / ".ssh"
         self.key = self.ssh_dir / "id_ed25519"
         self.secrets_dir = lab_dir / ".secrets"
-        self.pki_dir = lab_dir / "pki"
+        # Hidden: Ansible reads every other file of an inventory directory as inventory.
+        self.pki_dir = lab_dir / ".pki"
 
     def secret_file(self, name: str) -> Path:
         return self.secrets_dir / name
