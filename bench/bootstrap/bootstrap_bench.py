@@ -20,10 +20,11 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from clusterforge.artifacts import fetch_engine
+from clusterforge.artifacts import fetch_engine, fetch_security_plugin
 from clusterforge.cli import load_inventory_nodes
 from clusterforge.lab.cluster import Lab, LabNode, choose_network
 from clusterforge.model import build_cluster
+from clusterforge.plugins import fetch_plugin
 from clusterforge.render import render_node_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +78,16 @@ def start_by_hand(nodes: list[LabNode]) -> float:
     """The floor: unpack, drop in pre-rendered files, start; no Ansible involved."""
     cluster = build_cluster(load_inventory_nodes(LAB_DIR, "opensearch"))
     archive = fetch_engine(cluster.distribution).path
+    # The same plugins the playbook installs, from the same cache: the floor does the
+    # same work, just without Ansible.
+    plugin_zips = [fetch_security_plugin(cluster.version, None).path]
+    plugin_zips += [
+        fetch_plugin(
+            spec, engine_version=cluster.version, engine_archive=archive, project_root=REPO
+        )[0].path
+        for spec in cluster.plugins
+        if spec.state == "present"
+    ]
     started = time.monotonic()
 
     def one(node: LabNode) -> None:
@@ -97,6 +108,22 @@ cp {cluster.install_dir}/config/jvm.options {cluster.install_dir}/config/log4j2.
 chgrp -R {cluster.service_user} {cluster.config_dir}; chmod 0770 {cluster.config_dir}
 """
         sh("docker", "exec", container, "bash", "-c", script)
+        for index, plugin in enumerate(plugin_zips):
+            sh("docker", "cp", str(plugin), f"{container}:/tmp/plugin-{index}.zip")
+            sh(
+                "docker",
+                "exec",
+                "-e",
+                f"OPENSEARCH_JAVA_HOME={cluster.java_home}",
+                "-e",
+                f"OPENSEARCH_PATH_CONF={cluster.config_dir}",
+                container,
+                "bash",
+                f"{cluster.install_dir}/bin/opensearch-plugin",
+                "install",
+                "--batch",
+                f"file:///tmp/plugin-{index}.zip",
+            )
         targets = {
             "opensearch.first-start.yml": f"{cluster.config_dir}/opensearch.yml",
             "heap.options": f"{cluster.config_dir}/jvm.options.d/heap.options",
