@@ -1,0 +1,184 @@
+"""The services' wheelhouse: its key, its cache, and a build that is never half-kept.
+
+The build tests run the real ``pip wheel`` offline (``--no-index --no-build-isolation``)
+on a small project of their own: a ``clusterforge`` package with no dependencies whose
+build backend is a stand-in (a few lines that zip the package into a wheel, named as
+one), because this virtualenv's setuptools cannot build wheels without an index. The
+failure tests use stand-in pip runners that fail the way pip does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from clusterforge.wheelhouse import (
+    MANIFEST_NAME,
+    WheelhouseError,
+    build_wheelhouse,
+    wheelhouse_key,
+    wheelhouse_root,
+)
+
+OFFLINE = ("--no-index", "--no-build-isolation")
+
+STAND_IN_BACKEND = """
+import base64, hashlib, pathlib, zipfile
+
+NAME, VERSION = "clusterforge", "0.1.0"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    info = f"{NAME}-{VERSION}.dist-info"
+    files = {
+        f"{NAME}/{path.name}": path.read_bytes()
+        for path in sorted(pathlib.Path("src", NAME).glob("*.py"))
+    }
+    metadata = f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n"
+    files[f"{info}/METADATA"] = metadata.encode()
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\\nGenerator: stand-in\\n"
+        b"Root-Is-Purelib: true\\nTag: py3-none-any\\n"
+    )
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = ("\\n".join(record) + "\\n").encode()
+    wheel = f"{NAME}-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(pathlib.Path(wheel_directory, wheel), "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return wheel
+"""
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLUSTERFORGE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    package = root / "src" / "clusterforge"
+    package.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        "[build-system]\n"
+        "requires = []\n"
+        'build-backend = "stand_in_backend"\n'
+        'backend-path = ["src/clusterforge"]\n'
+        "[project]\n"
+        'name = "clusterforge"\n'
+        'version = "0.1.0"\n'
+        "dependencies = []\n"
+    )
+    (package / "stand_in_backend.py").write_text(STAND_IN_BACKEND)
+    (root / "README.md").write_text("a small stand-in of the project\n")
+    (package / "__init__.py").write_text('ANSWER = "one"\n')
+    return root
+
+
+def test_the_key_is_stable_and_ignores_bytecode_and_the_readme(project: Path) -> None:
+    first = wheelhouse_key(project)
+    cache = project / "src" / "clusterforge" / "__pycache__"
+    cache.mkdir()
+    (cache / "__init__.cpython-311.pyc").write_bytes(b"bytecode")
+    (project / "README.md").write_text("edited documentation\n")
+    assert wheelhouse_key(project) == first
+
+
+@pytest.mark.parametrize(
+    ("relative", "content"),
+    [
+        ("pyproject.toml", None),
+        ("src/clusterforge/__init__.py", 'ANSWER = "two"\n'),
+        ("src/clusterforge/templates/new.j2", "{{ x }}\n"),
+    ],
+)
+def test_the_key_changes_with_the_project_and_its_sources(
+    project: Path, relative: str, content: str | None
+) -> None:
+    before = wheelhouse_key(project)
+    path = project / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if content is None:
+        path.write_text(path.read_text() + "# a comment changes the key too\n")
+    else:
+        path.write_text(content)
+    assert wheelhouse_key(project) != before
+
+
+def test_a_folder_that_is_not_the_project_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(WheelhouseError, match=r"has no pyproject\.toml; pass the clusterforge"):
+        wheelhouse_key(tmp_path)
+
+
+def test_builds_once_into_the_cache_and_reuses_it(project: Path) -> None:
+    built = build_wheelhouse(project, extra_pip_arguments=OFFLINE)
+    assert built.built
+    assert built.path == wheelhouse_root() / built.key
+    assert built.project_wheel == "clusterforge-0.1.0-py3-none-any.whl"
+    assert built.wheels == ("clusterforge-0.1.0-py3-none-any.whl",)
+    assert built.python_version == f"{sys.version_info.major}.{sys.version_info.minor}"
+    manifest = json.loads((built.path / MANIFEST_NAME).read_text())
+    assert manifest["digest"] == built.digest
+
+    def pip_must_not_run(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        raise AssertionError(f"pip ran again: {command}")
+
+    again = build_wheelhouse(project, extra_pip_arguments=OFFLINE, run_pip=pip_must_not_run)
+    assert not again.built
+    assert (again.path, again.digest) == (built.path, built.digest)
+
+
+def test_the_checkout_gets_no_build_leftovers(project: Path) -> None:
+    before = sorted(str(path.relative_to(project)) for path in project.rglob("*"))
+    build_wheelhouse(project, extra_pip_arguments=OFFLINE)
+    after = sorted(str(path.relative_to(project)) for path in project.rglob("*"))
+    assert after == before
+
+
+def test_a_source_change_builds_a_new_wheelhouse_with_a_new_digest(project: Path) -> None:
+    first = build_wheelhouse(project, extra_pip_arguments=OFFLINE)
+    (project / "src" / "clusterforge" / "__init__.py").write_text('ANSWER = "two"\n')
+    second = build_wheelhouse(project, extra_pip_arguments=OFFLINE)
+    assert second.built
+    assert second.key != first.key
+    assert second.digest != first.digest
+    assert first.path.is_dir()  # the old one stays for hosts that still run it
+
+
+def test_a_failed_build_says_why_and_leaves_nothing_in_the_cache(project: Path) -> None:
+    def stand_in_pip_without_index(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(
+            list(command),
+            1,
+            "",
+            "ERROR: Could not find a version that satisfies the requirement PyYAML==6.0.3\n",
+        )
+
+    with pytest.raises(WheelhouseError) as raised:
+        build_wheelhouse(project, run_pip=stand_in_pip_without_index)
+    assert "pip wheel of" in str(raised.value)
+    assert "must reach its configured package index" in str(raised.value)
+    assert "PyYAML==6.0.3" in str(raised.value)
+    assert list(wheelhouse_root().iterdir()) == []
+
+
+def test_a_wheelhouse_without_a_project_wheel_is_refused(project: Path) -> None:
+    def stand_in_pip_that_builds_nothing(
+        command: Sequence[str],
+    ) -> subprocess.CompletedProcess[str]:
+        Path(command[command.index("--wheel-dir") + 1]).mkdir()
+        return subprocess.CompletedProcess(list(command), 0, "", "")
+
+    with pytest.raises(WheelhouseError, match="left 0 clusterforge wheels"):
+        build_wheelhouse(project, run_pip=stand_in_pip_that_builds_nothing)
+    assert list(wheelhouse_root().iterdir()) == []
