@@ -21,6 +21,7 @@ from clusterforge.wheelhouse import (
     MANIFEST_NAME,
     WheelhouseError,
     build_wheelhouse,
+    prune_wheelhouses,
     wheelhouse_key,
     wheelhouse_root,
 )
@@ -182,3 +183,14 @@ def test_a_wheelhouse_without_a_project_wheel_is_refused(project: Path) -> None:
     with pytest.raises(WheelhouseError, match="left 0 clusterforge wheels"):
         build_wheelhouse(project, run_pip=stand_in_pip_that_builds_nothing)
     assert list(wheelhouse_root().iterdir()) == []
+
+
+def test_only_the_newest_wheelhouses_are_kept(project: Path) -> None:
+    module = project / "src" / "clusterforge" / "__init__.py"
+    paths = []
+    for edition in range(4):
+        module.write_text(f"EDITION = {edition}\n")
+        paths.append(build_wheelhouse(project, extra_pip_arguments=OFFLINE).path)
+    assert [path.is_dir() for path in paths] == [False, True, True, True]
+    assert set(prune_wheelhouses(keep=1)) == {paths[1], paths[2]}
+    assert [path.is_dir() for path in paths] == [False, False, False, True]

@@ -33,6 +33,9 @@ PACKAGE_NAME = "clusterforge"
 MANIFEST_NAME = "clusterforge-wheelhouse.json"
 MANIFEST_FORMAT = 1
 PIP_WHEEL_TIMEOUT_S = 900
+# Every source edit makes a new key; older wheelhouses beyond these are deleted. Hosts
+# keep their own copy, so none of them needs an old one from the cache.
+WHEELHOUSES_KEPT = 3
 _IGNORED_PARTS = frozenset({"__pycache__"})
 _IGNORED_SUFFIXES = frozenset({".pyc", ".pyo"})
 
@@ -264,4 +267,20 @@ def build_wheelhouse(
             return read_wheelhouse(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    prune_wheelhouses(keep=WHEELHOUSES_KEPT)
     return read_wheelhouse(target, built=True)
+
+
+def prune_wheelhouses(*, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` newest complete wheelhouses; return what was deleted."""
+    root = wheelhouse_root()
+    complete = [
+        path
+        for path in root.iterdir()
+        if not path.name.startswith(".") and (path / MANIFEST_NAME).is_file()
+    ]
+    complete.sort(key=lambda path: (path / MANIFEST_NAME).stat().st_mtime, reverse=True)
+    deleted = complete[keep:]
+    for path in deleted:
+        shutil.rmtree(path, ignore_errors=True)
+    return deleted
