@@ -38,3 +38,22 @@ def test_a_broken_inventory_reports_and_exits_1(tmp_path: Path) -> None:
     )
     assert main(["render", "--inventory", str(inventory), "--out", str(tmp_path / "out")]) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_render_writes_the_console_files(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n"
+        "    opensearch:\n"
+        "      hosts:\n"
+        "        a: {ansible_host: 10.0.0.1}\n"
+        "    dashboards:\n"
+        "      hosts:\n"
+        "        console: {ansible_host: 10.0.0.9, dashboards_archive_path: /srv/osd.tar.gz}\n"
+    )
+    out = tmp_path / "out"
+    assert main(["render", "--inventory", str(inventory), "--out", str(out)]) == 0
+    config = yaml.safe_load((out / "console" / "opensearch_dashboards.yml").read_text())
+    assert config["opensearch.hosts"] == ["http://10.0.0.1:9200"]
+    assert config["server.host"] == "10.0.0.9"
+    assert "OSD_PATH_CONF" in (out / "console" / "opensearch-dashboards.service").read_text()

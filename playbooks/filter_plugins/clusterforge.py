@@ -7,6 +7,8 @@
   install and remove.
 - ``clusterforge_merge_users(rendered, current)``: the rendered internal_users.yml plus the
   users the cluster has that the inventory does not manage (created through the REST API).
+- ``clusterforge_console_config(settings, backend_password)``: the console's
+  opensearch_dashboards.yml from its planned settings.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterforge.console import render_console_config
 from clusterforge.plugins import parse_descriptor, plan_plugin_changes
 from clusterforge.security_config import (
     SECURITY_CONFIG_TYPES,
@@ -49,6 +52,11 @@ def clusterforge_plugin_changes(
     return plan_plugin_changes(list(wanted), dict(installed), remove_unlisted=remove_unlisted)
 
 
+def clusterforge_console_config(settings: dict[str, Any], backend_password: str | None) -> str:
+    """The console's opensearch_dashboards.yml (clusterforge.console.render_console_config)."""
+    return render_console_config(settings, backend_password)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -57,4 +65,5 @@ class FilterModule:
             "clusterforge_config_file": clusterforge_config_file,
             "clusterforge_descriptor_version": clusterforge_descriptor_version,
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
+            "clusterforge_console_config": clusterforge_console_config,
         }

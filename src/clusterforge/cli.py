@@ -13,11 +13,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from clusterforge.console import (
+    CONFIG_FILE,
+    UNIT_NAME,
+    build_consoles,
+    console_settings,
+    render_console_config,
+    render_console_unit,
+)
 from clusterforge.errors import ClusterforgeError
 from clusterforge.model import build_cluster
 from clusterforge.render import render_node_files
 
-_READ_PREFIXES = ("opensearch_",)
+_READ_PREFIXES = ("opensearch_", "dashboards_")
 _READ_KEYS = ("ansible_host",)
 
 
@@ -51,19 +59,27 @@ def load_inventory_nodes(inventory: Path, group: str) -> list[tuple[str, dict[st
     return nodes
 
 
-def render_to_directory(inventory: Path, out: Path, group: str) -> list[Path]:
+def render_to_directory(
+    inventory: Path, out: Path, group: str, console_group: str = "dashboards"
+) -> list[Path]:
     cluster = build_cluster(load_inventory_nodes(inventory, group))
     for warning in cluster.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    written = []
+    files: dict[Path, str] = {}
     for node in cluster.nodes:
-        node_dir = out / node.inventory_name
-        node_dir.mkdir(parents=True, exist_ok=True)
         for name, content in render_node_files(cluster, node).items():
-            path = node_dir / name
-            path.write_text(content)
-            written.append(path)
-    return written
+            files[out / node.inventory_name / name] = content
+    for console in build_consoles(load_inventory_nodes(inventory, console_group)):
+        console_dir = out / console.inventory_name
+        # Without opensearch.password: the role adds it, the review copy never has it.
+        files[console_dir / CONFIG_FILE] = render_console_config(
+            console_settings(cluster, console), None
+        )
+        files[console_dir / UNIT_NAME] = render_console_unit(cluster, console)
+    for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return list(files)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--inventory", type=Path, required=True, help="inventory file or directory")
     render.add_argument("--out", type=Path, required=True, help="directory to write into")
     render.add_argument("--group", default="opensearch", help="group of the OpenSearch nodes")
+    render.add_argument("--console-group", default="dashboards", help="group of the console hosts")
     args = parser.parse_args(argv)
     try:
-        written = render_to_directory(args.inventory, args.out, args.group)
+        written = render_to_directory(args.inventory, args.out, args.group, args.console_group)
     except ClusterforgeError as error:
         print(f"clusterforge: error: {error}", file=sys.stderr)
         return 1

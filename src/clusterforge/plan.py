@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
+from clusterforge.console import plan_consoles
 from clusterforge.model import Cluster, build_cluster, heap_megabytes
 from clusterforge.pki import CA_PASSPHRASE_ENV
 from clusterforge.render import (
@@ -104,9 +105,12 @@ def plan_cluster(
     nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
     *,
     inventory_dir: Path | None = None,
+    consoles_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> dict[str, Any]:
-    """Validate the inventory, make the certificates a secured cluster needs, render files."""
+    """Validate the inventory, make the certificates a secured cluster needs, render files,
+    and plan the console hosts (their archive checked against the engine version)."""
     cluster = build_cluster(nodes_vars)
+    consoles = plan_consoles(cluster, consoles_vars)
     pki = None
     if cluster.secured:
         pki = ensure_cluster_pki(
@@ -117,6 +121,7 @@ def plan_cluster(
     return {
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(cluster.warnings),
+        "consoles": consoles,
         "nodes": {
             node.inventory_name: {
                 "name": node.name,

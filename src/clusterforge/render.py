@@ -119,16 +119,27 @@ def opensearch_settings(
 def render_opensearch_yml(
     cluster: Cluster, node: Node, *, first_start: bool, pki: ClusterPki | None = None
 ) -> str:
-    settings = opensearch_settings(cluster, node, first_start=first_start, pki=pki)
+    return render_settings_yaml(
+        opensearch_settings(cluster, node, first_start=first_start, pki=pki)
+    )
+
+
+def render_settings_yaml(settings: dict[str, Any]) -> str:
+    """A flat settings file (opensearch.yml, opensearch_dashboards.yml) from its data."""
     body = yaml.safe_dump(
         settings, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096
     )
     return f"{MANAGED_HEADER}\n{body}"
 
 
-def _render_template(name: str, cluster: Cluster, node: Node) -> str:
+def render_template(name: str, **context: Any) -> str:
+    """One of the package's templates, with the managed-file header."""
     template = _environment.get_template(name)
-    return template.render(cluster=cluster, node=node, managed_header=MANAGED_HEADER)
+    return template.render(managed_header=MANAGED_HEADER, **context)
+
+
+def _render_template(name: str, cluster: Cluster, node: Node) -> str:
+    return render_template(name, cluster=cluster, node=node)
 
 
 def render_node_files(

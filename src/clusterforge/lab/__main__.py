@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
         default="tls",
         help="security mode of the cluster (default: tls)",
     )
+    up.add_argument(
+        "--dashboards-archive",
+        type=Path,
+        default=None,
+        help="a Dashboards release tar.gz to install beside the first node (port 5601)",
+    )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
     commands.add_parser(
         "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
@@ -36,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     lab = Lab(repo=args.repo.resolve(), lab_dir=args.repo.resolve() / "inventories" / "lab")
     try:
         if args.command == "up":
-            lab.up(network=args.network, mode=args.mode)
+            lab.up(network=args.network, mode=args.mode, dashboards_archive=args.dashboards_archive)
         elif args.command == "prepare":
             lab.prepare()
         else:

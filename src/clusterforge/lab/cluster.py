@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.console import console_defaults
 from clusterforge.errors import LabError
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
@@ -284,11 +285,22 @@ class Lab:
 
     # -- inventory and playbook -------------------------------------------------------
 
-    def write_inventory(self, nodes: list[LabNode], *, network: str, mode: str) -> None:
+    def write_inventory(
+        self,
+        nodes: list[LabNode],
+        *,
+        network: str,
+        mode: str,
+        dashboards_archive: Path | None = None,
+    ) -> None:
         hosts = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
             for node in nodes
         }
+        children: dict[str, Any] = {"opensearch": {"hosts": hosts}}
+        if dashboards_archive:
+            # The console runs beside the first node, on its address.
+            children["dashboards"] = {"hosts": {nodes[0].inventory_name: {}}}
         inventory = {
             "all": {
                 "vars": {
@@ -296,7 +308,7 @@ class Lab:
                     "ansible_ssh_private_key_file": str(self.key),
                     "ansible_ssh_common_args": " ".join(self._ssh_options()[2:]),
                 },
-                "children": {"opensearch": {"hosts": hosts}},
+                "children": children,
             }
         }
         group_vars: dict[str, Any] = {
@@ -332,6 +344,14 @@ class Lab:
         (self.lab_dir / "group_vars" / "opensearch.yml").write_text(
             header + comment + yaml.safe_dump(group_vars, sort_keys=False)
         )
+        console_vars = self.lab_dir / "group_vars" / "dashboards.yml"
+        if dashboards_archive:
+            console_vars.write_text(
+                header
+                + yaml.safe_dump({"dashboards_archive_path": str(dashboards_archive.resolve())})
+            )
+        else:
+            console_vars.unlink(missing_ok=True)
 
     def run_playbook(self) -> int:
         """Run site.yml against the lab; return the total of changed tasks from the recap."""
@@ -375,7 +395,9 @@ class Lab:
             password_file=self.secret_file(ADMIN_USER),
         )
 
-    def describe(self, nodes: list[LabNode], *, network: str, mode: str) -> dict[str, Any]:
+    def describe(
+        self, nodes: list[LabNode], *, network: str, mode: str, console: bool = False
+    ) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
         client = self.client(mode)
@@ -410,6 +432,9 @@ class Lab:
                 }
                 for node, url in zip(nodes, urls, strict=True)
             ],
+            "console": f"http://{nodes[0].address}:{console_defaults()['dashboards_port']}"
+            if console
+            else None,
             **secured,
         }
 
@@ -419,16 +444,22 @@ class Lab:
         ensure_max_map_count()
         return ensure_lab_image()
 
-    def up(self, *, network: str | None, mode: str) -> dict[str, Any]:
+    def up(
+        self, *, network: str | None, mode: str, dashboards_archive: Path | None = None
+    ) -> dict[str, Any]:
         started = time.monotonic()
         chosen, reason = choose_network(network)
         say(f"network mode {chosen}: {reason}")
         image_tag = self.prepare()
         self._ensure_ssh_key()
         nodes = self.ensure_containers(chosen, image_tag)
-        self.write_inventory(nodes, network=chosen, mode=mode)
+        self.write_inventory(
+            nodes, network=chosen, mode=mode, dashboards_archive=dashboards_archive
+        )
         changed = self.run_playbook()
-        facts = self.describe(nodes, network=chosen, mode=mode)
+        facts = self.describe(
+            nodes, network=chosen, mode=mode, console=dashboards_archive is not None
+        )
         facts["changed"] = changed
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
         _print_summary(facts, elapsed=time.monotonic() - started, lab_dir=self.lab_dir)
@@ -496,6 +527,9 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
         lines.append(
             f"node     {node['name']:<14} {node['url']:<28} roles {node['roles']}{manager}"
         )
+    if facts.get("console"):
+        sign_in = "" if facts["mode"] == "open" else "; sign in as admin"
+        lines.append(f"console  {facts['console']}  (Dashboards{sign_in})")
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
         f"try      {curl_example(facts)}",

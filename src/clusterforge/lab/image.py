@@ -32,7 +32,11 @@ PACKAGES = (
     "systemd-sysv",
     "dbus",
     "python3",
+    # The services' virtualenvs: Debian keeps the venv module's pip (ensurepip) here.
+    "python3-venv",
     "python3-apt",
+    # The Dashboards stand-in (tests only) reads its YAML config with it.
+    "python3-yaml",
     "openssh-server",
     "sudo",
     "openjdk-17-jre-headless",
