@@ -506,13 +506,18 @@ class LabClient:
 
 
 def curl_example(facts: dict[str, Any]) -> str:
-    """How to reach the cluster, without ever printing the password."""
+    """How to reach the cluster, without ever printing the password or passing it in argv.
+
+    ``curl -u user:password`` would put the password in the process list of anyone who
+    copies the line, so curl reads its credentials as a config file on stdin (``-K -``),
+    fed by a here-string the shell expands itself: neither curl's nor cat's argv holds it.
+    """
     url = f"'{facts['nodes'][0]['url']}/_cat/nodes?v'"
     if facts["mode"] == "open":
         return f"curl {url}"
-    credentials = f'-u "{facts["admin_user"]}:$(cat {facts["admin_password_file"]})"'
     ca = f"--cacert {facts['ca_cert']} " if facts.get("ca_cert") else ""
-    return f"curl {ca}{credentials} {url}"
+    credentials = f'user = \\"{facts["admin_user"]}:$(cat {facts["admin_password_file"]})\\"'
+    return f'curl {ca}-K - {url} <<< "{credentials}"'
 
 
 def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> None:
