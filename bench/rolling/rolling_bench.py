@@ -240,10 +240,10 @@ def record(parts: list[Part], load_before: str, load_after: str, skipped: str) -
     ]
     text = (
         f"Rerun: `bench/rolling/run` against the running lab (`scripts/up`, tls, loopback).\n"
-        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on the shared 2-core, "
-        f"24 GiB machine; load average {load_before} before and {load_after} after "
-        "(other engineers' builds and molecule scenarios were running: absolute seconds are "
-        "disturbed). Client load: `clusterforge.loadcheck.ClusterLoad`, one request every "
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on a machine with "
+        f"{os.cpu_count()} cores; load average (1, 5, 15 min) {load_before} before and "
+        f"{load_after} after, as /proc/loadavg read them. Client load: "
+        "`clusterforge.loadcheck.ClusterLoad`, one request every "
         "50 ms plus its latency, writes and reads alternating round-robin over the three "
         "nodes (a failed attempt is retried on the next node; failed = failed on every "
         "node), health sampled every 0.5 s, every acknowledged write read back by id at "
