@@ -13,7 +13,7 @@ from clusterforge.cluster_security import render_cluster_security
 from clusterforge.errors import InventoryError
 from clusterforge.hashing import verify_password
 from clusterforge.model import build_cluster
-from clusterforge.plan import plan_cluster
+from clusterforge.plan import build_plan
 
 PASSWORDS = {
     "admin": "Unit-Admin-3f9a",
@@ -55,7 +55,7 @@ def subject_of(path: str) -> str:
 
 
 def test_tls_plan_writes_the_dns_the_certificates_report(tmp_path: Path) -> None:
-    plan = plan_cluster(secured_nodes(tmp_path))
+    plan = build_plan(secured_nodes(tmp_path), fetch=False)
     node_settings = settings(plan, "os-1")
     assert node_settings["plugins.security.disabled"] is False
     assert node_settings["plugins.security.ssl.http.enabled"] is True
@@ -75,9 +75,9 @@ def test_tls_plan_writes_the_dns_the_certificates_report(tmp_path: Path) -> None
 
 
 def test_a_rerun_reuses_every_certificate(tmp_path: Path) -> None:
-    first = plan_cluster(secured_nodes(tmp_path))
+    first = build_plan(secured_nodes(tmp_path), fetch=False)
     mtimes = {path.name: path.stat().st_mtime_ns for path in tmp_path.glob("*.pem")}
-    second = plan_cluster(secured_nodes(tmp_path))
+    second = build_plan(secured_nodes(tmp_path), fetch=False)
     assert first == {
         **second,
         "cluster": {**second["cluster"], "pki": {**second["cluster"]["pki"], "changed": True}},
@@ -87,18 +87,18 @@ def test_a_rerun_reuses_every_certificate(tmp_path: Path) -> None:
 
 
 def test_a_new_address_reissues_only_that_node(tmp_path: Path) -> None:
-    plan_cluster(secured_nodes(tmp_path))
+    build_plan(secured_nodes(tmp_path), fetch=False)
     before = {path.name: path.read_bytes() for path in tmp_path.glob("os-*.pem")}
     nodes = secured_nodes(tmp_path)
     nodes[1][1]["opensearch_extra_sans"] = ["search-2.example.internal"]
-    plan_cluster(nodes)
+    build_plan(nodes, fetch=False)
     after = {path.name: path.read_bytes() for path in tmp_path.glob("os-*.pem")}
     changed = sorted(name for name in before if before[name] != after[name])
     assert changed == ["os-2-key.pem", "os-2.pem"]
 
 
 def test_basic_mode_lets_only_the_first_node_initialize(tmp_path: Path) -> None:
-    plan = plan_cluster(secured_nodes(tmp_path, mode="basic"))
+    plan = build_plan(secured_nodes(tmp_path, mode="basic"), fetch=False)
     assert settings(plan, "os-1")["plugins.security.allow_default_init_securityindex"] is True
     assert settings(plan, "os-1")["plugins.security.ssl.http.enabled"] is False
     assert "plugins.security.allow_default_init_securityindex" not in settings(plan, "os-2")
@@ -106,7 +106,9 @@ def test_basic_mode_lets_only_the_first_node_initialize(tmp_path: Path) -> None:
 
 
 def test_open_mode_disables_the_plugin(tmp_path: Path) -> None:
-    plan = plan_cluster([(f"os-{i}", {"ansible_host": f"127.0.0.{i}"}) for i in (1, 2, 3)])
+    plan = build_plan(
+        [(f"os-{i}", {"ansible_host": f"127.0.0.{i}"}) for i in (1, 2, 3)], fetch=False
+    )
     assert settings(plan, "os-1")["plugins.security.disabled"] is True
     assert plan["cluster"]["pki"] is None
 
@@ -119,7 +121,7 @@ def test_secured_modes_need_a_ca_passphrase(
     for _, host_vars in nodes:
         del host_vars["opensearch_ca_passphrase"]
     with pytest.raises(Exception, match="CLUSTERFORGE_CA_PASSPHRASE"):
-        plan_cluster(nodes)
+        build_plan(nodes, fetch=False)
 
 
 @pytest.mark.parametrize(

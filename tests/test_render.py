@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from clusterforge.model import build_cluster
-from clusterforge.plan import plan_cluster
+from clusterforge.plan import build_plan
 from clusterforge.render import render_node_files
 
 
@@ -86,7 +86,7 @@ def test_extra_settings_are_rendered() -> None:
 
 
 def test_rendering_is_deterministic() -> None:
-    first = plan_cluster(nodes())
-    second = plan_cluster(nodes())
+    first = build_plan(nodes(), fetch=False)
+    second = build_plan(nodes(), fetch=False)
     assert first == second
     assert first["cluster"]["nodes"][0]["url"] == "http://127.0.0.11:9200"

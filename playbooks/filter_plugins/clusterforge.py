@@ -9,6 +9,8 @@
   users the cluster has that the inventory does not manage (created through the REST API).
 - ``clusterforge_console_config(settings, backend_password)``: the console's
   opensearch_dashboards.yml from its planned settings.
+- ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
+  rolling play (clusterforge.plan.restart_reasons); empty when it does not.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from clusterforge.console import render_console_config
+from clusterforge.plan import restart_reasons
 from clusterforge.plugins import parse_descriptor, plan_plugin_changes
 from clusterforge.security_config import (
     SECURITY_CONFIG_TYPES,
@@ -57,6 +60,13 @@ def clusterforge_console_config(settings: dict[str, Any], backend_password: str 
     return render_console_config(settings, backend_password)
 
 
+def clusterforge_restart_reasons(
+    plan: Mapping[str, Any], host: str, changes: list[Mapping[str, Any]]
+) -> list[str]:
+    """Why ``host`` restarts in the rolling play (clusterforge.plan.restart_reasons)."""
+    return restart_reasons(plan, str(host), list(changes))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -66,4 +76,5 @@ class FilterModule:
             "clusterforge_descriptor_version": clusterforge_descriptor_version,
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
+            "clusterforge_restart_reasons": clusterforge_restart_reasons,
         }

@@ -1,19 +1,20 @@
-"""Action plugin: build the cluster model from the inventory and render every node's files.
+"""Action plugin: the plan (clusterforge.plan.build_plan), computed on the control node.
 
-Runs in the controller's Python (where the ``clusterforge`` package is installed), so
-the roles never compute in Jinja what the library knows. Use it once per play with
-``run_once: true``; the registered result carries one entry per node.
+The one place the playbooks get what the hosts must hold: the validated model, every
+node's files, the certificates (created or reused), the security files (bcrypt hashes,
+never passwords), the archives fetched and checked, the console, and the rollout
+decided from what the nodes report (``observed``). ``scripts/render`` calls the same
+function. Use it once per play with ``run_once: true`` and ``delegate_to: localhost``.
 
-In a secured mode it also creates or reuses the CA and every certificate on the control
-node (clusterforge.cluster_pki): the DNs in opensearch.yml come from them.
-
-It also plans the console hosts (``console_group``): their settings, and their
-Dashboards archive fetched and checked against the engine version.
+Its result holds password hashes, so a successful result is censored in the output
+(``_ansible_no_log``); a refusal (bad inventory, downgrade, bad archive) is shown in full.
 
 Arguments:
   group: the inventory group of the OpenSearch nodes (default: opensearch).
-  console_group: the inventory group of the console hosts (default: dashboards; a group
-    that does not exist plans no console).
+  console_group: the group of the console hosts (default: dashboards; none plans none).
+  observed: per inventory name, what playbooks/plan.yml's read-only look found on the
+    node (version, active, formed, security_mode, cluster_manager); default: nothing,
+    every node is new.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.cli import select_model_vars
 from clusterforge.errors import ClusterforgeError
-from clusterforge.plan import plan_cluster
+from clusterforge.model import plain_data
+from clusterforge.plan import build_plan
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset({"group", "console_group"})
+    _VALID_ARGS = frozenset({"group", "console_group", "observed"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -42,15 +44,19 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         hostvars = task_vars.get("hostvars", {})
         first = hostvars[hosts[0]] if hosts else {}
         inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
+        project_root = Path(task_vars.get("playbook_dir") or Path.cwd()).parent
         try:
-            plan = plan_cluster(
+            plan = build_plan(
                 [(host, self._model_vars(hostvars[host])) for host in hosts],
                 inventory_dir=inventory_dir,
                 consoles_vars=[(host, self._model_vars(hostvars[host])) for host in console_hosts],
+                observed=plain_data(self._task.args.get("observed") or {}),
+                project_root=project_root,
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
-        result.update(changed=False, **plan)
+        changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
+        result.update(changed=changed, _ansible_no_log=True, **plan)
         return result
 
     def _model_vars(self, host_vars: Any) -> dict[str, Any]:

@@ -1,32 +1,29 @@
-"""The ``clusterforge`` command: ``render`` writes every node's files for review.
+"""The ``clusterforge`` command: ``render`` writes every host's files for review.
 
 ``scripts/render`` calls it. It reads the inventory with Ansible's own inventory loader
 (group_vars, host_vars, vault and all), so it sees exactly what a playbook run sees, and
-renders with the same library functions the roles' plan uses.
+calls the same :func:`clusterforge.plan.build_plan` as the ``clusterforge_plan`` action:
+the certificates are issued or reused in the inventory's PKI directory as the playbook
+does, so ``plugins.security.nodes_dn`` comes from them. Secrets are left out of what it
+writes: no private key, no password, no password hash.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clusterforge.console import (
-    CONFIG_FILE,
-    UNIT_NAME,
-    build_consoles,
-    console_settings,
-    render_console_config,
-    render_console_unit,
-)
 from clusterforge.errors import ClusterforgeError
-from clusterforge.model import build_cluster
-from clusterforge.render import render_node_files
 
 _READ_PREFIXES = ("opensearch_", "dashboards_")
 _READ_KEYS = ("ansible_host",)
+
+
+class InventoryReadError(ClusterforgeError):
+    """Ansible could not read the inventory (a missing file, a vault without its password)."""
 
 
 def select_model_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,63 +35,136 @@ def select_model_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_inventory_nodes(inventory: Path, group: str) -> list[tuple[str, dict[str, Any]]]:
-    """(inventory name, model variables) for every host of ``group``, as Ansible sees them."""
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
+class InventoryReader:
+    """An inventory as Ansible reads it, vault included."""
 
-    loader = DataLoader()
-    manager = InventoryManager(loader=loader, sources=[str(inventory)])
-    variables = VariableManager(loader=loader, inventory=manager)
-    nodes = []
-    for host in manager.get_hosts(pattern=group):
-        host_vars = variables.get_vars(host=host)
-        templar = Templar(loader=loader, variables=host_vars)
-        selected = {
-            key: templar.template(value) for key, value in select_model_vars(host_vars).items()
-        }
-        nodes.append((host.name, selected))
-    return nodes
+    def __init__(self, inventory: Path, *, vault_password_file: Path | None = None) -> None:
+        from ansible.errors import AnsibleError
+        from ansible.inventory.manager import InventoryManager
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.vars.manager import VariableManager
+
+        if not inventory.exists():
+            raise InventoryReadError(f"{inventory}: no such inventory file or directory")
+        self._loader = DataLoader()
+        try:
+            if vault_password_file is not None:
+                from ansible.cli import CLI
+
+                secrets = CLI.setup_vault_secrets(
+                    self._loader,
+                    vault_ids=[],
+                    vault_password_files=[str(vault_password_file)],
+                    ask_vault_pass=False,
+                )
+                self._loader.set_vault_secrets(secrets)
+            self._manager = InventoryManager(loader=self._loader, sources=[str(inventory)])
+        except AnsibleError as error:
+            raise InventoryReadError(_one_line(error)) from None
+        self._variables = VariableManager(loader=self._loader, inventory=self._manager)
+        self.directory = inventory if inventory.is_dir() else inventory.parent
+
+    def hosts_vars(self, group: str) -> list[tuple[str, dict[str, Any]]]:
+        """(inventory name, model variables) for every host of ``group``, templated."""
+        from ansible.errors import AnsibleError
+        from ansible.template import Templar
+
+        nodes: list[tuple[str, dict[str, Any]]] = []
+        inventory_group = self._manager.groups.get(group)
+        if inventory_group is None:
+            return nodes  # asking for a missing group would only print Ansible's warning
+        try:
+            for host in inventory_group.get_hosts():
+                host_vars = self._variables.get_vars(host=host)
+                templar = Templar(loader=self._loader, variables=host_vars)
+                selected = {
+                    key: templar.template(value)
+                    for key, value in select_model_vars(host_vars).items()
+                }
+                nodes.append((host.name, selected))
+        except AnsibleError as error:
+            raise InventoryReadError(_one_line(error)) from None
+        return nodes
+
+
+def _one_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def load_inventory_nodes(
+    inventory: Path, group: str, *, vault_password_file: Path | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """(inventory name, model variables) for every host of ``group``, as Ansible sees them."""
+    return InventoryReader(inventory, vault_password_file=vault_password_file).hosts_vars(group)
 
 
 def render_to_directory(
-    inventory: Path, out: Path, group: str, console_group: str = "dashboards"
+    inventory: Path,
+    out: Path,
+    group: str,
+    console_group: str = "dashboards",
+    *,
+    vault_password_file: Path | None = None,
 ) -> list[Path]:
-    cluster = build_cluster(load_inventory_nodes(inventory, group))
-    for warning in cluster.warnings:
+    """Write every host's files under ``out/<host>/``; returns the paths written."""
+    from clusterforge.plan import build_plan, host_files
+
+    reader = InventoryReader(inventory, vault_password_file=vault_password_file)
+    nodes = reader.hosts_vars(group)
+    if not nodes:
+        raise InventoryReadError(f"{inventory}: the group {group!r} has no hosts")
+    plan = build_plan(
+        nodes,
+        inventory_dir=reader.directory,
+        consoles_vars=reader.hosts_vars(console_group),
+        fetch=False,
+    )
+    for warning in plan["model_warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
-    files: dict[Path, str] = {}
-    for node in cluster.nodes:
-        for name, content in render_node_files(cluster, node).items():
-            files[out / node.inventory_name / name] = content
-    for console in build_consoles(load_inventory_nodes(inventory, console_group)):
-        console_dir = out / console.inventory_name
-        # Without opensearch.password: the role adds it, the review copy never has it.
-        files[console_dir / CONFIG_FILE] = render_console_config(
-            console_settings(cluster, console), None
-        )
-        files[console_dir / UNIT_NAME] = render_console_unit(cluster, console)
-    for path, content in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
-    return list(files)
+    written = []
+    for host, files in host_files(plan).items():
+        for name, content in files.items():
+            path = out / host / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            written.append(path)
+    return written
+
+
+def _error_lines(error: ClusterforgeError) -> Sequence[str]:
+    problems = getattr(error, "problems", None)
+    if problems:
+        return [str(problem) for problem in problems]
+    return [line for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="clusterforge")
     commands = parser.add_subparsers(dest="command", required=True)
-    render = commands.add_parser("render", help="write every node's files for review")
+    render = commands.add_parser("render", help="write every host's files for review")
     render.add_argument("--inventory", type=Path, required=True, help="inventory file or directory")
     render.add_argument("--out", type=Path, required=True, help="directory to write into")
     render.add_argument("--group", default="opensearch", help="group of the OpenSearch nodes")
     render.add_argument("--console-group", default="dashboards", help="group of the console hosts")
+    render.add_argument(
+        "--vault-password-file",
+        type=Path,
+        default=None,
+        help="file holding the password of the inventory's ansible-vault files",
+    )
     args = parser.parse_args(argv)
     try:
-        written = render_to_directory(args.inventory, args.out, args.group, args.console_group)
+        written = render_to_directory(
+            args.inventory,
+            args.out,
+            args.group,
+            args.console_group,
+            vault_password_file=args.vault_password_file,
+        )
     except ClusterforgeError as error:
-        print(f"clusterforge: error: {error}", file=sys.stderr)
+        for line in _error_lines(error):
+            print(f"clusterforge: error: {line}", file=sys.stderr)
         return 1
     for path in written:
         print(path)

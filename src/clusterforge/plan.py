@@ -1,7 +1,14 @@
-"""The plan handed to the roles: the validated model, its certificates, every node's files.
+"""The plan: everything the hosts get, computed from the inventory alone.
 
-Nothing secret is in the plan: passwords are only validated here, and the CA passphrase
-only unlocks the CA key in memory.
+:func:`build_plan` is the one function behind both the ``clusterforge_plan`` action
+(playbooks/plan.yml) and ``scripts/render``. It holds the validated model, the fetched
+and checked artifacts, the PKI, the security files, the console, the rollout (which
+nodes restart, in which order, and the refusal of a downgrade) and the seam where the
+services' settings will be added (``services``).
+
+Nothing secret is in the plan: passwords are validated and turned into bcrypt hashes
+here, and the CA passphrase only unlocks the CA key in memory. The security files hold
+hashes, so whoever shows the plan withholds them (:func:`host_files` does).
 """
 
 from __future__ import annotations
@@ -12,10 +19,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from clusterforge.artifacts import fetch_engine, fetch_security_plugin
 from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
-from clusterforge.console import plan_consoles
-from clusterforge.model import Cluster, build_cluster, heap_megabytes
+from clusterforge.cluster_security import render_cluster_security
+from clusterforge.console import (
+    CONFIG_FILE,
+    UNIT_NAME,
+    build_consoles,
+    console_settings,
+    plan_consoles,
+    render_console_config,
+    render_console_unit,
+)
+from clusterforge.errors import ClusterforgeError
+from clusterforge.model import Cluster, build_cluster, heap_megabytes, plain_data
 from clusterforge.pki import CA_PASSPHRASE_ENV
+from clusterforge.plugins import fetch_plugin
 from clusterforge.render import (
     ADMIN_CERT_FILE,
     ADMIN_KEY_FILE,
@@ -95,22 +116,166 @@ def _pki_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any] | Non
     }
 
 
+def _fetch_artifacts(cluster: Cluster, project_root: Path) -> dict[str, Any]:
+    """The engine, the security plugin and every plugin, in the control node's cache, each
+    plugin's descriptor checked against the engine version."""
+    engine = fetch_engine(cluster.distribution)
+    security_plugin = None
+    if not cluster.distribution.bundles_security_plugin:
+        security_plugin = fetch_security_plugin(cluster.version, cluster.security.plugin_path)
+    plugins: list[dict[str, Any]] = []
+    fetched_any = engine.fetched or bool(security_plugin and security_plugin.fetched)
+    for spec in cluster.plugins:
+        if spec.state == "absent":
+            plugins.append({"name": spec.name, "state": "absent"})
+            continue
+        artifact, descriptor = fetch_plugin(
+            spec,
+            engine_version=cluster.version,
+            engine_archive=engine.path,
+            project_root=project_root,
+        )
+        fetched_any = fetched_any or artifact.fetched
+        plugins.append(
+            {
+                "name": spec.name,
+                "state": "present",
+                "path": str(artifact.path),
+                "version": descriptor.version,
+            }
+        )
+    return {
+        "engine": str(engine.path),
+        "security_plugin": str(security_plugin.path) if security_plugin else None,
+        "plugins": plugins,
+        "fetched": fetched_any,
+    }
+
+
 def ca_passphrase(first_host_vars: Mapping[str, Any]) -> bytes | None:
     """The CA passphrase: the (vaulted) variable, else the environment."""
     value = first_host_vars.get(CA_PASSPHRASE_VARIABLE) or os.environ.get(CA_PASSPHRASE_ENV)
     return str(value).encode() if value else None
 
 
-def plan_cluster(
+class DowngradeRefusedError(ClusterforgeError):
+    """A node runs a newer engine than the inventory names; the message lists every node."""
+
+
+# The security plugin's config directory on a node, relative to the config directory.
+SECURITY_CONFIG_SUBDIR = "opensearch-security"
+SECURITY_PASSWORDS_VARIABLE = "opensearch_security_passwords"
+SECURITY_USERS_VARIABLE = "opensearch_security_users"
+_WITHHELD = "<withheld: a bcrypt hash; the hosts get the real one>"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split(".") if part.isdigit())
+
+
+def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What the nodes report decides the rollout: first start, a mode switch, upgrades,
+    the restart order (the elected cluster manager last), and a downgrade refused.
+
+    ``observed`` maps inventory names to what a read-only look at each node found
+    (playbooks/plan.yml): ``version`` (what ``GET /`` answered, or None), ``active``
+    (the service runs), ``formed`` (the node's formed marker exists), ``security_mode``
+    (the mode marker's content, or None) and ``cluster_manager`` (the elected cluster
+    manager's node name, as that node sees it, or None). A node nobody observed is new.
+    """
+    problems = []
+    nodes: dict[str, Any] = {}
+    manager_names = set()
+    for node in cluster.nodes:
+        seen = observed.get(node.inventory_name) or {}
+        running_version = seen.get("version") or None
+        if running_version and _version_key(str(running_version)) > _version_key(cluster.version):
+            problems.append(
+                f"{node.inventory_name} runs OpenSearch {running_version}, newer than "
+                f"opensearch_version {cluster.version}. Downgrades are refused: an index "
+                "written by a newer version cannot be read by an older one. Set "
+                f"opensearch_version to {running_version} or later."
+            )
+        if seen.get("cluster_manager"):
+            manager_names.add(str(seen["cluster_manager"]))
+        active = bool(seen.get("active"))
+        nodes[node.inventory_name] = {
+            "active": active,
+            "running_version": running_version,
+            "upgrade": bool(active and running_version and running_version != cluster.version),
+        }
+    if problems:
+        raise DowngradeRefusedError("\n".join(problems))
+    mode_switch = any(
+        (observed.get(node.inventory_name) or {}).get("security_mode") not in (None, "")
+        and str((observed.get(node.inventory_name) or {}).get("security_mode")).strip()
+        != cluster.security_mode
+        for node in cluster.nodes
+    )
+    manager = next(
+        (node.inventory_name for node in cluster.nodes if node.name in manager_names),
+        cluster.nodes[-1].inventory_name,
+    )
+    order = [node.inventory_name for node in cluster.nodes if node.inventory_name != manager]
+    return {
+        # Any node's marker means the cluster exists: new nodes then join it and never
+        # carry cluster.initial_cluster_manager_nodes.
+        "first_start": not any(
+            (observed.get(node.inventory_name) or {}).get("formed") for node in cluster.nodes
+        ),
+        # Nodes with and without transport TLS cannot talk to each other, so a mode switch
+        # restarts every node at once (a full cluster restart), never one at a time.
+        "mode_switch": mode_switch,
+        "restart_order": [*order, manager],
+        "nodes": nodes,
+    }
+
+
+def _security_files(
+    first_host_vars: Mapping[str, Any], pki: ClusterPki | None
+) -> dict[str, Any] | None:
+    if pki is None:
+        return None
+    return render_cluster_security(
+        pki_dir=Path(pki.pki_dir),
+        passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
+        users=plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []),
+    )
+
+
+def _consoles_unfetched(
+    cluster: Cluster, consoles_vars: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The console hosts' files without their archive (a review does not download it)."""
+    return {
+        console.inventory_name: {
+            "url": console.url,
+            "config_dir": console.config_dir,
+            "config_file": f"{console.config_dir}/{CONFIG_FILE}",
+            "settings": console_settings(cluster, console),
+            "unit": render_console_unit(cluster, console),
+        }
+        for console in build_consoles(consoles_vars)
+    }
+
+
+def build_plan(
     nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
     *,
     inventory_dir: Path | None = None,
     consoles_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    observed: Mapping[str, Mapping[str, Any]] | None = None,
+    project_root: Path | None = None,
+    fetch: bool = True,
+    services: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Validate the inventory, make the certificates a secured cluster needs, render files,
-    and plan the console hosts (their archive checked against the engine version)."""
+    """Everything the hosts get, from the inventory (and what the nodes report they run).
+
+    ``fetch=False`` leaves the archives alone (``scripts/render`` reviews files; it does
+    not download engines). ``services`` is the seam for the services' planned settings:
+    it is carried through unchanged as the plan's ``services`` section.
+    """
     cluster = build_cluster(nodes_vars)
-    consoles = plan_consoles(cluster, consoles_vars)
     pki = None
     if cluster.secured:
         pki = ensure_cluster_pki(
@@ -118,10 +283,20 @@ def plan_cluster(
             pki_dir=resolve_pki_dir(cluster, inventory_dir or Path.cwd()),
             passphrase=ca_passphrase(nodes_vars[0][1]),
         )
+    if fetch:
+        consoles = plan_consoles(cluster, consoles_vars)
+        artifacts = _fetch_artifacts(cluster, project_root or Path.cwd())
+    else:
+        consoles = _consoles_unfetched(cluster, consoles_vars)
+        artifacts = None
     return {
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(cluster.warnings),
+        "artifacts": artifacts,
+        "security": _security_files(nodes_vars[0][1], pki),
         "consoles": consoles,
+        "rollout": plan_rollout(cluster, observed or {}),
+        "services": dict(services or {}),
         "nodes": {
             node.inventory_name: {
                 "name": node.name,
@@ -138,3 +313,64 @@ def plan_cluster(
             for node in cluster.nodes
         },
     }
+
+
+def _withhold_hashes(internal_users: str) -> str:
+    document = yaml.safe_load(internal_users) or {}
+    for name, entry in document.items():
+        if name != "_meta" and isinstance(entry, dict) and "hash" in entry:
+            entry["hash"] = _WITHHELD
+    return str(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+
+
+def host_files(plan: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """For every host, the files it gets (path relative to its config directory, or the
+    unit's name), secrets left out: no private key, no password, no bcrypt hash.
+
+    opensearch.yml is the file the node holds after the cluster formed (the first start's
+    variant only adds cluster.initial_cluster_manager_nodes; it is written beside it).
+    """
+    cluster = plan["cluster"]
+    pki = cluster["pki"]
+    out: dict[str, dict[str, str]] = {}
+    for host, node in plan["nodes"].items():
+        files = {
+            "opensearch.yml": node["files"]["opensearch.yml"],
+            "opensearch.first-start.yml": node["files"]["opensearch.first-start.yml"],
+            "jvm.options.d/heap.options": node["files"]["heap.options"],
+            "opensearch.service": node["files"]["opensearch.service"],
+        }
+        if pki is not None:
+            files[CA_CERT_FILE] = Path(pki["ca_cert"]).read_text()
+            files[NODE_CERT_FILE] = Path(node["tls"]["cert"]).read_text()
+            if host == cluster["security_init_node"]:
+                files[ADMIN_CERT_FILE] = Path(pki["admin_cert"]).read_text()
+        security = plan.get("security")
+        if security is not None:
+            for name, content in security["files"].items():
+                if name == "internal_users.yml":
+                    content = _withhold_hashes(content)
+                files[f"{SECURITY_CONFIG_SUBDIR}/{name}"] = content
+        out[host] = files
+    for host, console in plan["consoles"].items():
+        files = out.setdefault(host, {})
+        # Without opensearch.password: the role adds it, the review copy never has it.
+        files[CONFIG_FILE] = render_console_config(console["settings"], None)
+        files[UNIT_NAME] = console["unit"]
+    return out
+
+
+def restart_reasons(
+    plan: Mapping[str, Any], host: str, changes: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Why a node restarts in the rolling play: the changes recorded for it this run and
+    a pending upgrade. A node that was not running started with its new files already,
+    and a mode switch restarted every node at once, so neither restarts here."""
+    rollout = plan["rollout"]
+    node = rollout["nodes"][host]
+    if not node["active"] or rollout["mode_switch"]:
+        return []
+    reasons = [str(change["reason"]) for change in changes if change.get("host") == host]
+    if node["upgrade"]:
+        reasons.append(f"upgrade {node['running_version']} -> {plan['cluster']['version']}")
+    return list(dict.fromkeys(reasons))

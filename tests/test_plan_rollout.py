@@ -1,0 +1,87 @@
+"""The plan's rollout: decided from what the nodes report, before any host changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusterforge.model import build_cluster
+from clusterforge.plan import DowngradeRefusedError, plan_rollout, restart_reasons
+
+
+def nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"os-{i}", {"ansible_host": f"127.0.0.{10 + i}", **overrides}) for i in (1, 2, 3)]
+
+
+def running(version: str = "2.19.4", **extra: Any) -> dict[str, Any]:
+    return {"active": True, "version": version, "formed": True, "security_mode": "open", **extra}
+
+
+def test_new_nodes_are_a_first_start_without_restarts() -> None:
+    rollout = plan_rollout(build_cluster(nodes()), {})
+    assert rollout["first_start"] is True
+    assert rollout["mode_switch"] is False
+    assert rollout["restart_order"] == ["os-1", "os-2", "os-3"]
+    assert not any(node["active"] or node["upgrade"] for node in rollout["nodes"].values())
+
+
+def test_the_elected_cluster_manager_restarts_last() -> None:
+    cluster = build_cluster(nodes(opensearch_security_mode="open"))
+    observed = {name: running(cluster_manager="os-1") for name in ("os-1", "os-2", "os-3")}
+    rollout = plan_rollout(cluster, observed)
+    assert rollout["first_start"] is False
+    assert rollout["restart_order"] == ["os-2", "os-3", "os-1"]
+
+
+def test_a_downgrade_is_refused_naming_every_node_and_the_fix() -> None:
+    cluster = build_cluster(nodes(opensearch_version="2.19.3"))
+    observed = {"os-1": running("2.19.4"), "os-2": running("2.19.4"), "os-3": running("2.19.3")}
+    with pytest.raises(DowngradeRefusedError) as caught:
+        plan_rollout(cluster, observed)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("os-1 runs OpenSearch 2.19.4, newer than opensearch_version 2.19.3")
+    assert "Set opensearch_version to 2.19.4 or later" in lines[0]
+
+
+def test_an_upgrade_restarts_running_nodes_only() -> None:
+    cluster = build_cluster(nodes(opensearch_version="2.19.4"))
+    observed = {"os-1": running("2.19.3"), "os-2": running("2.19.3")}
+    plan = {"cluster": {"version": "2.19.4"}, "rollout": plan_rollout(cluster, observed)}
+    assert restart_reasons(plan, "os-1", []) == ["upgrade 2.19.3 -> 2.19.4"]
+    assert restart_reasons(plan, "os-3", [{"host": "os-3", "reason": "opensearch.yml"}]) == []
+
+
+def test_recorded_changes_restart_their_host_once_per_reason() -> None:
+    cluster = build_cluster(nodes())
+    observed = {name: running() for name in ("os-1", "os-2", "os-3")}
+    plan = {"cluster": {"version": "2.19.4"}, "rollout": plan_rollout(cluster, observed)}
+    changes = [
+        {"host": "os-2", "reason": "opensearch.yml"},
+        {"host": "os-2", "reason": "certificates"},
+        {"host": "os-2", "reason": "opensearch.yml"},
+        {"host": "os-1", "reason": "plugins: analysis-smartcn"},
+    ]
+    assert restart_reasons(plan, "os-2", changes) == ["opensearch.yml", "certificates"]
+    assert restart_reasons(plan, "os-3", changes) == []
+
+
+def test_a_mode_switch_restarts_every_node_at_once_not_one_by_one() -> None:
+    cluster = build_cluster(
+        nodes(
+            opensearch_security_mode="tls",
+            opensearch_ca_passphrase="unit-test-passphrase",
+            opensearch_security_passwords={
+                "admin": "Unit-Admin-3f9a",
+                "kibanaserver": "Unit-Kibanaserver-3f9a",
+                "logstash": "Unit-Logstash-3f9a",
+                "kibana": "Unit-Kibana-3f9a",
+            },
+        )
+    )
+    observed = {name: running() for name in ("os-1", "os-2", "os-3")}
+    rollout = plan_rollout(cluster, observed)
+    assert rollout["mode_switch"] is True
+    plan = {"cluster": {"version": "2.19.4"}, "rollout": rollout}
+    assert restart_reasons(plan, "os-1", [{"host": "os-1", "reason": "opensearch.yml"}]) == []
