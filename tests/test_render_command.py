@@ -46,7 +46,7 @@ def test_render_writes_the_console_files(tmp_path: Path) -> None:
         "all:\n  children:\n"
         "    opensearch:\n"
         "      hosts:\n"
-        "        a: {ansible_host: 10.0.0.1}\n"
+        "        a: {ansible_host: 10.0.0.1, opensearch_security_mode: open}\n"
         "    dashboards:\n"
         "      hosts:\n"
         "        console: {ansible_host: 10.0.0.9, dashboards_archive_path: /srv/osd.tar.gz}\n"
