@@ -239,14 +239,27 @@ def _dump(data: Any) -> str:
     return yaml.dump(data, Dumper=_IndentedDumper, sort_keys=False, width=96, allow_unicode=True)
 
 
+def role_defaults(role: str, schema: Schema | None = None) -> dict[str, Any]:
+    """The defaults a role's defaults/main.yml holds: those carrying the role's prefix
+    (ansible-lint's var-naming rule); the others are defaulted by the role they are named
+    after and only documented here."""
+    schema = schema or load_schema()
+    return {
+        var.name: var.default
+        for var in schema.of_role(role)
+        if var.has_default and var.name.startswith(f"{role}_")
+    }
+
+
 def render_role_defaults(role: str, schema: Schema | None = None) -> str:
     schema = schema or load_schema()
-    defaults = {var.name: var.default for var in schema.of_role(role) if var.has_default}
+    defaults = role_defaults(role, schema)
     header = (
         "---\n"
         "# Generated from src/clusterforge/schema.yml by `python -m clusterforge.schema\n"
         "# generate`; edit the schema, not this file. The plan reads the inventory on the\n"
-        "# control node; these document the inputs and their defaults.\n"
+        "# control node; these document the inputs and their defaults. Inputs named\n"
+        "# after another role are defaulted there (see meta/argument_specs.yml).\n"
     )
     return header + (_dump(defaults) if defaults else "{}\n")
 
