@@ -306,7 +306,8 @@ def render_argument_specs(role: str, schema: Schema | None = None) -> str:
 
 
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|")
+    """Table cell text: pipes escaped, and <...> kept as text rather than read as HTML."""
+    return str(value).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _default_cell(var: Variable) -> str:
@@ -314,7 +315,9 @@ def _default_cell(var: Variable) -> str:
         return "(secret, no default)" if var.secret else "(unset)"
     if var.default == "":
         return '`""`'
-    text = yaml.safe_dump(var.default, default_flow_style=True, width=1000).strip()
+    text = yaml.safe_dump(
+        var.default, default_flow_style=True, width=1000, sort_keys=False
+    ).strip()
     text = text.removesuffix("\n...").removesuffix("...").strip()
     return f"`{_cell(text)}`"
 
@@ -339,6 +342,8 @@ def render_table(variables: Iterable[Variable], inputs: Mapping[str, Any] | None
         kind = f"list of {var.elements}" if var.elements else var.type
         if var.choices and var.type != "list":
             kind += ": " + ", ".join(f"`{choice}`" for choice in var.choices)
+        if var.type == "int" and var.minimum is not None and var.maximum is not None:
+            kind += f" {var.minimum}-{var.maximum}"
         rows.append(
             f"| `{var.name}` | {_cell(kind)} | {_default_cell(var)} | "
             f"{_SCOPE_NOTE[var.scope]} | {_cell(var.description)} |"
@@ -351,7 +356,7 @@ def replace_generated_block(text: str, table: str, path: Path) -> str:
     begin, end = text.find(BEGIN_MARKER), text.find(END_MARKER)
     if begin < 0 or end < begin:
         raise ValueError(f"{path} has no {BEGIN_MARKER!r} ... {END_MARKER!r} block")
-    return text[: begin + len(BEGIN_MARKER)] + "\n" + table + text[end:]
+    return text[: begin + len(BEGIN_MARKER)] + "\n\n" + table + "\n" + text[end:]
 
 
 def main_readme_table(schema: Schema | None = None) -> str:
