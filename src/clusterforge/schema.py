@@ -315,9 +315,7 @@ def _default_cell(var: Variable) -> str:
         return "(secret, no default)" if var.secret else "(unset)"
     if var.default == "":
         return '`""`'
-    text = yaml.safe_dump(
-        var.default, default_flow_style=True, width=1000, sort_keys=False
-    ).strip()
+    text = yaml.safe_dump(var.default, default_flow_style=True, width=1000, sort_keys=False).strip()
     text = text.removesuffix("\n...").removesuffix("...").strip()
     return f"`{_cell(text)}`"
 
