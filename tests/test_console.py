@@ -143,9 +143,10 @@ def test_every_console_problem_is_reported_at_once(tmp_path: Path) -> None:
         )
     message = str(raised.value)
     assert "no-archive: set exactly one of dashboards_archive_path" in message
-    assert "no-archive: dashboards_port 70000 must be a whole number 1-65535" in message
+    assert "no-archive: dashboards_port 70000 is outside 1-65535" in message
     assert "both-sources: set exactly one of dashboards_archive_path" in message
-    assert "both-sources: dashboards_archive_sha512 must be 128 hexadecimal digits" in message
+    assert "both-sources: dashboards_archive_sha512 'abc' is malformed" in message
+    assert "128 hexadecimal digits" in message
     assert "url-only: no address for the console; set dashboards_host" in message
     assert "url-only: dashboards_archive_url needs dashboards_archive_sha512" in message
 
@@ -187,3 +188,33 @@ def test_standin_archive_has_the_release_layout_and_is_reproducible(tmp_path: Pa
     with tarfile.open(archive.path) as tar:
         launcher = tar.getmember("opensearch-dashboards-2.19.4/bin/opensearch-dashboards")
         assert launcher.mode & 0o111
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        ("dashboards_port", True, "is not a port"),
+        ("dashboards_port", "http", "is not a port"),
+        ("dashboards_service_user", "root", "is refused"),
+        ("dashboards_install_root", "opt/osd", "is not an absolute path"),
+        ("dashboards_data_path", "/var/lib/osd data ", "is not an absolute path"),
+        ("dashboards_start_timeout_s", 5, "is outside 10-3600"),
+        ("dashboards_extra_settings", ["server.basePath"], "must be a mapping"),
+        ("dashboards_host", "10.0.0.1/24", "is malformed"),
+        ("dashboards_archive_url", "ftp://host/x.tar.gz", "is malformed"),
+    ],
+)
+def test_bad_console_values_are_refused_naming_the_variable(
+    archive: Path, variable: str, value: Any, fragment: str
+) -> None:
+    with pytest.raises(InventoryError) as raised:
+        build_consoles(console_vars(archive, **{variable: value}))
+    [problem] = raised.value.problems
+    assert problem.startswith(f"console-1: {variable} ") and fragment in problem
+
+
+def test_an_unknown_console_variable_is_refused_with_a_suggestion(archive: Path) -> None:
+    with pytest.raises(InventoryError) as raised:
+        build_consoles(console_vars(archive, dashboards_prot=5602))
+    [problem] = raised.value.problems
+    assert problem.startswith("dashboards_prot is not a variable; did you mean dashboards_port?")

@@ -11,9 +11,13 @@ from clusterforge.model import build_cluster, heap_megabytes
 
 
 def three_nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Three nodes in open mode, named explicitly (tls, the default, needs passwords)."""
     nodes = []
     for index in range(1, 4):
-        host_vars: dict[str, Any] = {"ansible_host": f"10.0.0.{index}"}
+        host_vars: dict[str, Any] = {
+            "ansible_host": f"10.0.0.{index}",
+            "opensearch_security_mode": "open",
+        }
         host_vars.update(overrides)
         nodes.append((f"os-{index}", host_vars))
     return nodes
@@ -23,6 +27,13 @@ def problems_of(nodes: list[tuple[str, dict[str, Any]]]) -> list[str]:
     with pytest.raises(InventoryError) as caught:
         build_cluster(nodes)
     return caught.value.problems
+
+
+def test_the_default_mode_is_tls_and_needs_passwords() -> None:
+    nodes = [(f"os-{i}", {"ansible_host": f"10.0.0.{i}"}) for i in (1, 2, 3)]
+    problems = problems_of(nodes)
+    assert all("opensearch_security_passwords." in problem for problem in problems)
+    assert len(problems) == 4  # one per predefined user
 
 
 def test_a_valid_inventory_builds_with_defaults() -> None:
@@ -64,7 +75,8 @@ def test_no_cluster_manager_eligible_node_is_refused() -> None:
 def test_an_even_number_of_cluster_managers_is_a_warning() -> None:
     nodes = three_nodes()
     nodes[2][1]["opensearch_node_roles"] = ["data"]
-    nodes.append(("os-4", {"ansible_host": "10.0.0.4", "opensearch_node_roles": ["data"]}))
+    nodes.append(("os-4", {**nodes[0][1], "ansible_host": "10.0.0.4"}))
+    nodes[3][1]["opensearch_node_roles"] = ["data"]
     cluster = build_cluster(nodes)
     [warning] = cluster.warnings
     assert warning.startswith("2 cluster-manager-eligible nodes is an even number")
@@ -131,7 +143,9 @@ def test_file_source_needs_a_path() -> None:
 def test_unknown_node_role_is_refused() -> None:
     problems = problems_of(three_nodes(opensearch_node_roles=["cluster_manager", "boss"]))
     assert len(problems) == 3
-    assert all("unknown role(s) boss" in problem for problem in problems)
+    for index, problem in enumerate(problems, start=1):
+        assert problem.startswith(f"os-{index}: opensearch_node_roles has unknown entries boss")
+        assert "cluster_manager" in problem  # the known roles are listed
 
 
 def test_empty_group_is_refused() -> None:

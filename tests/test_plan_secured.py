@@ -107,7 +107,11 @@ def test_basic_mode_lets_only_the_first_node_initialize(tmp_path: Path) -> None:
 
 def test_open_mode_disables_the_plugin(tmp_path: Path) -> None:
     plan = build_plan(
-        [(f"os-{i}", {"ansible_host": f"127.0.0.{i}"}) for i in (1, 2, 3)], fetch=False
+        [
+            (f"os-{i}", {"ansible_host": f"127.0.0.{i}", "opensearch_security_mode": "open"})
+            for i in (1, 2, 3)
+        ],
+        fetch=False,
     )
     assert settings(plan, "os-1")["plugins.security.disabled"] is True
     assert plan["cluster"]["pki"] is None

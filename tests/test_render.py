@@ -12,7 +12,9 @@ from clusterforge.render import render_node_files
 
 
 def nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:
-    return [(f"os-{i}", {"ansible_host": f"127.0.0.{10 + i}", **overrides}) for i in (1, 2, 3)]
+    # Open mode named explicitly: tls is the default, and these cases need no PKI.
+    common = {"opensearch_security_mode": "open", **overrides}
+    return [(f"os-{i}", {"ansible_host": f"127.0.0.{10 + i}", **common}) for i in (1, 2, 3)]
 
 
 def settings_of(text: str) -> dict[str, Any]:
@@ -52,9 +54,13 @@ def test_first_start_names_the_cluster_manager_eligible_nodes() -> None:
 
 
 def test_cors_uses_the_spec_sample_headers() -> None:
-    cluster = build_cluster(nodes(opensearch_cors_enabled=True))
+    cluster = build_cluster(
+        nodes(opensearch_cors_enabled=True, opensearch_cors_allow_origin="https://console.test")
+    )
     settings = settings_of(render_node_files(cluster, cluster.nodes[0])["opensearch.yml"])
     assert settings["http.cors.enabled"] is True
+    assert settings["http.cors.allow-origin"] == "https://console.test"
+    assert settings["http.cors.allow-credentials"] is True
     assert settings["http.cors.allow-headers"] == (
         "X-Requested-With, X-Auth-Token, Content-Type, Content-Length, Authorization"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -69,12 +70,22 @@ def subject_of(path: Path) -> str:
     )
 
 
-def test_render_writes_every_node_file_of_the_example(tmp_path: Path) -> None:
-    assert main(["render", "--inventory", str(EXAMPLE), "--out", str(tmp_path)]) == 0
-    nodes = sorted(path.name for path in tmp_path.iterdir())
-    assert nodes == ["search-1", "search-2", "search-3"]
-    settings = yaml.safe_load((tmp_path / "search-2" / "opensearch.yml").read_text())
-    assert settings["cluster.name"] == "search-prod"
+def test_render_writes_every_node_file_of_the_vaulted_tls_example(tmp_path: Path) -> None:
+    # A copy: rendering a secured inventory issues its PKI into <inventory>/.pki.
+    example = tmp_path / "example"
+    shutil.copytree(EXAMPLE, example)
+    out = tmp_path / "out"
+    vault_password = example / "EXAMPLE-ONLY-vault-password.txt"
+    argv = ["render", "--inventory", str(example), "--out", str(out)]
+    assert main([*argv, "--vault-password-file", str(vault_password)]) == 0
+    for node in ("search-1", "search-2", "search-3"):
+        settings = yaml.safe_load((out / node / "opensearch.yml").read_text())
+        assert settings["cluster.name"] == "search-prod"
+        assert settings["plugins.security.ssl.http.enabled"] is True
+        assert settings["plugins.security.nodes_dn"] == [
+            subject_of(example / ".pki" / f"search-{i}.pem") for i in (1, 2, 3)
+        ]
+    settings = yaml.safe_load((out / "search-2" / "opensearch.yml").read_text())
     assert settings["network.publish_host"] == "10.20.0.12"
 
 

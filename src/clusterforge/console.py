@@ -17,16 +17,14 @@ import json
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from clusterforge.artifacts import FetchedArtifact, cache_dir, fetch_url
 from clusterforge.errors import ArtifactError, InventoryError
 from clusterforge.model import Cluster, plain_data
 from clusterforge.render import CA_CERT_FILE, render_settings_yaml, render_template
+from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
 
 CONFIG_FILE = "opensearch_dashboards.yml"
 UNIT_NAME = "opensearch-dashboards.service"
@@ -34,14 +32,11 @@ UNIT_NAME = "opensearch-dashboards.service"
 CONSOLE_BACKEND_USER = "kibanaserver"
 # The console's security plugin; it cannot start against an engine whose security is off.
 SECURITY_PLUGIN_DIR = "plugins/securityDashboards"
-_SHA512_HEX_LENGTH = 128
 
 
 def console_defaults() -> dict[str, Any]:
-    """The console's defaults, read from the package's console_defaults.yml (one source)."""
-    text = resources.files("clusterforge").joinpath("console_defaults.yml").read_text()
-    loaded: dict[str, Any] = yaml.safe_load(text)
-    return loaded
+    """The console's defaults, from the schema (one source)."""
+    return load_schema().defaults("console")
 
 
 @dataclass(frozen=True)
@@ -80,23 +75,22 @@ class ConsoleArchive:
     top_dir: str
 
 
-def _int_setting(
-    inventory_name: str, key: str, value: Any, problems: list[str], *, low: int, high: int
-) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        problems.append(f"{inventory_name}: {key} {value!r} must be a whole number {low}-{high}")
-        return low
-    return value
-
-
 def _build_console(
     inventory_name: str, host_vars: Mapping[str, Any], problems: list[str]
 ) -> Console:
     defaults = console_defaults()
+    bad: set[str] = set()
+    for var in load_schema().of_scope("console"):
+        given = host_vars.get(var.name)
+        problem = None if given is None else check_value(var, given)
+        if problem:
+            problems.append(f"{inventory_name}: {problem}")
+            bad.add(var.name)
 
     def value(key: str) -> Any:
+        """The checked value; a bad one (already reported) falls back to the default."""
         given = host_vars.get(key)
-        return defaults[key] if given is None else given
+        return defaults[key] if given is None or key in bad else given
 
     host = value("dashboards_host") or host_vars.get("opensearch_network_host")
     host = host or host_vars.get("ansible_host")
@@ -124,32 +118,16 @@ def _build_console(
             f"{inventory_name}: dashboards_archive_url needs dashboards_archive_sha512, the "
             "archive's published sha512, so that a corrupt download is refused"
         )
-    if sha512 and len(sha512) != _SHA512_HEX_LENGTH:
-        problems.append(
-            f"{inventory_name}: dashboards_archive_sha512 must be 128 hexadecimal digits"
-        )
     extra = value("dashboards_extra_settings")
-    if not isinstance(extra, Mapping):
-        problems.append(f"{inventory_name}: dashboards_extra_settings must be a mapping")
-        extra = {}
     return Console(
         inventory_name=inventory_name,
         host=str(host or ""),
-        port=_int_setting(
-            inventory_name, "dashboards_port", value("dashboards_port"), problems, low=1, high=65535
-        ),
+        port=as_int(value("dashboards_port")) or 0,
         install_root=str(value("dashboards_install_root")),
         config_dir=str(value("dashboards_config_dir")),
         data_path=str(value("dashboards_data_path")),
         service_user=str(value("dashboards_service_user")),
-        start_timeout_s=_int_setting(
-            inventory_name,
-            "dashboards_start_timeout_s",
-            value("dashboards_start_timeout_s"),
-            problems,
-            low=10,
-            high=3600,
-        ),
+        start_timeout_s=as_int(value("dashboards_start_timeout_s")) or 0,
         archive_path=path,
         archive_url=url,
         archive_sha512=sha512.lower() if sha512 else None,
@@ -159,10 +137,9 @@ def _build_console(
 
 def build_consoles(hosts_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[Console, ...]:
     """Validate every console host at once; InventoryError lists every problem."""
-    problems: list[str] = []
-    consoles = tuple(
-        _build_console(str(name), plain_data(host_vars), problems) for name, host_vars in hosts_vars
-    )
+    plain = [(str(name), plain_data(host_vars)) for name, host_vars in hosts_vars]
+    problems: list[str] = unknown_variables(plain)
+    consoles = tuple(_build_console(name, host_vars, problems) for name, host_vars in plain)
     if problems:
         raise InventoryError(problems)
     return consoles

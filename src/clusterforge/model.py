@@ -3,22 +3,22 @@
 :func:`build_cluster` takes what the inventory says (cluster-wide variables and each
 node's host variables), reports every problem together in one :class:`InventoryError`,
 and otherwise returns a frozen :class:`Cluster`. Nothing else in the toolkit reads raw
-inventory variables: this module is the one place their names and defaults live, and
-``defaults.yml`` beside it is what the roles and the README document.
+inventory variables. Their names, types, defaults and constraints are declared once in
+``schema.yml`` (:mod:`clusterforge.schema`); this module checks every value against it,
+refuses undeclared variables of a known prefix, then checks the rules that involve
+several variables.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-import yaml
-
 from clusterforge.errors import InventoryError
+from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
 
 SECURITY_MODES = ("open", "tls", "basic")
 SECURED_MODES = frozenset({"tls", "basic"})
@@ -53,10 +53,8 @@ _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def cluster_defaults() -> dict[str, Any]:
-    """The cluster-wide defaults, read from the package's defaults.yml (one source)."""
-    text = resources.files("clusterforge").joinpath("defaults.yml").read_text()
-    loaded: dict[str, Any] = yaml.safe_load(text)
-    return loaded
+    """The defaults of every variable the model reads, from the schema (one source)."""
+    return load_schema().defaults("cluster", "host")
 
 
 @dataclass(frozen=True)
@@ -176,6 +174,7 @@ class Cluster:
     security: Security
     plugins: tuple[PluginSpec, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    cors_allow_credentials: bool = True
 
     @property
     def version(self) -> str:
@@ -250,6 +249,8 @@ def _cluster_value(
     key: str,
     defaults: Mapping[str, Any],
     problems: _Problems,
+    *,
+    secret: bool = False,
 ) -> Any:
     """A cluster-wide variable must be equal on every node; report where it is not."""
     seen: dict[str, list[str]] = {}
@@ -257,24 +258,16 @@ def _cluster_value(
         value = host_vars.get(key, defaults.get(key))
         seen.setdefault(repr(value), []).append(inventory_name)
     if len(seen) > 1:
-        detail = "; ".join(f"{', '.join(hosts)}: {value}" for value, hosts in seen.items())
+        if secret:
+            detail = "; ".join(", ".join(hosts) for hosts in seen.values())
+        else:
+            detail = "; ".join(f"{', '.join(hosts)}: {value}" for value, hosts in seen.items())
         problems.error(
             f"{key} differs between nodes ({detail}); it is cluster-wide: set it once in "
             "group_vars for the whole group"
         )
     first = nodes_vars[0][1] if nodes_vars else {}
     return first.get(key, defaults.get(key))
-
-
-def _as_int(value: Any, key: str, problems: _Problems, *, low: int, high: int) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        problems.error(f"{key} {value!r} is not a whole number; set it to a port-like integer")
-        return low
-    if not low <= number <= high:
-        problems.error(f"{key} {number} is outside {low}..{high}; set a value in that range")
-    return number
 
 
 def _check_heap(heap: Any, problems: _Problems) -> None:
@@ -295,25 +288,20 @@ def _check_heap(heap: Any, problems: _Problems) -> None:
         problems.error(f"opensearch_heap_size {heap!r} is below 128m; set at least 128m")
 
 
-def _build_distribution(
-    source: Any, version: Any, nodes_vars: Any, defaults: Any, problems: _Problems
-) -> Distribution:
-    if not isinstance(version, str) or not _VERSION.match(version):
-        problems.error(
-            f"opensearch_version {version!r} is malformed; write major.minor.patch, e.g. 2.19.4"
-        )
-    if source not in DISTRIBUTION_SOURCES:
-        problems.error(
-            f"opensearch_distribution_source {source!r} is unknown; "
-            f"choose one of {', '.join(DISTRIBUTION_SOURCES)}"
-        )
-    url = _cluster_value(nodes_vars, "opensearch_distribution_url", defaults, problems)
-    sha512 = _cluster_value(nodes_vars, "opensearch_distribution_sha512", defaults, problems)
-    path = _cluster_value(nodes_vars, "opensearch_distribution_path", defaults, problems)
+def _build_distribution(value: Callable[[str], Any], problems: _Problems) -> Distribution:
+    source = value("opensearch_distribution_source")
+    version = value("opensearch_version")
+    url = value("opensearch_distribution_url")
+    path = value("opensearch_distribution_path")
     if source == "file" and not path:
         problems.error(
             "opensearch_distribution_source is 'file' but opensearch_distribution_path is "
             "empty; set it to the archive's path on the control node"
+        )
+    if source == "tarball" and not url:
+        problems.error(
+            "opensearch_distribution_source is 'tarball' but opensearch_distribution_url is "
+            "empty; set it to the tarball's URL (or leave the default)"
         )
     if isinstance(url, str) and isinstance(version, str):
         url = url.replace("{version}", version)
@@ -321,35 +309,28 @@ def _build_distribution(
         source=str(source),
         version=str(version),
         url=url or None,
-        sha512=sha512 or None,
+        sha512=value("opensearch_distribution_sha512") or None,
         path=path or None,
     )
 
 
 def _build_node(
-    inventory_name: str, host_vars: Mapping[str, Any], problems: _Problems
+    inventory_name: str, host_vars: Mapping[str, Any], bad: set[str], problems: _Problems
 ) -> Node | None:
-    name = str(host_vars.get("opensearch_node_name") or inventory_name)
-    if not _NODE_NAME.match(name):
+    given_name = host_vars.get("opensearch_node_name")
+    name = str(given_name or inventory_name)
+    if not given_name and not _NODE_NAME.match(name):
         problems.error(
-            f"{inventory_name}: opensearch_node_name {name!r} has characters a node name "
-            "cannot carry; use letters, digits, '.', '_' and '-'"
+            f"{inventory_name}: the inventory name {name!r} has characters a node name "
+            "cannot carry; set opensearch_node_name to letters, digits, '.', '_' and '-'"
         )
-    roles_value = host_vars.get(
-        "opensearch_node_roles", cluster_defaults()["opensearch_node_roles"]
-    )
-    if not isinstance(roles_value, list) or not all(isinstance(r, str) for r in roles_value):
-        problems.error(
-            f"{inventory_name}: opensearch_node_roles must be a list of role names, "
-            f"e.g. [cluster_manager, data, ingest]"
-        )
-        roles_value = []
-    unknown = sorted(set(roles_value) - KNOWN_NODE_ROLES)
-    if unknown:
-        problems.error(
-            f"{inventory_name}: opensearch_node_roles has unknown role(s) {', '.join(unknown)}; "
-            f"known roles are {', '.join(sorted(KNOWN_NODE_ROLES))}"
-        )
+    roles_value = host_vars.get("opensearch_node_roles")
+    if roles_value is None:
+        roles_value = cluster_defaults()["opensearch_node_roles"]
+    if "opensearch_node_roles" in bad:
+        # Already reported; keep the known roles so the eligibility rule stays meaningful.
+        listed = roles_value if isinstance(roles_value, list) else []
+        roles_value = [role for role in listed if role in KNOWN_NODE_ROLES]
     bind_host = host_vars.get("opensearch_network_host") or host_vars.get("ansible_host")
     if not bind_host:
         problems.error(
@@ -359,10 +340,12 @@ def _build_node(
         return None
     publish_host = host_vars.get("opensearch_publish_host") or bind_host
     extra_sans = host_vars.get("opensearch_extra_sans") or []
+    if "opensearch_extra_sans" in bad:
+        extra_sans = []
     return Node(
         inventory_name=inventory_name,
         name=name,
-        roles=tuple(roles_value),
+        roles=tuple(str(role) for role in roles_value),
         bind_host=str(bind_host),
         publish_host=str(publish_host),
         extra_sans=tuple(str(san) for san in extra_sans),
@@ -391,6 +374,55 @@ def plain_data(value: Any) -> Any:
     return value
 
 
+# Lists of entries that a builder below checks one by one, with the entry's index in each
+# message; the schema check only makes sure they are lists.
+_CHECKED_ENTRY_BY_ENTRY = frozenset({"opensearch_plugins", "opensearch_security_users"})
+
+
+def _schema_problem(name: str, value: Any) -> str | None:
+    var = load_schema().variables[name]
+    if name in _CHECKED_ENTRY_BY_ENTRY and isinstance(value, list):
+        return None
+    return check_value(var, value)
+
+
+def _check_cluster_values(
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]], problems: _Problems
+) -> tuple[dict[str, Any], set[str]]:
+    """Every cluster-wide value checked against the schema; the names of the bad ones."""
+    defaults = cluster_defaults()
+    values: dict[str, Any] = {}
+    bad: set[str] = set()
+    for var in load_schema().of_scope("cluster"):
+        if not var.name.startswith("opensearch_"):
+            continue
+        raw = _cluster_value(nodes_vars, var.name, defaults, problems, secret=var.secret)
+        values[var.name] = raw
+        if raw is None:
+            continue
+        problem = _schema_problem(var.name, raw)
+        if problem:
+            problems.error(problem)
+            bad.add(var.name)
+    return values, bad
+
+
+def _check_host_values(
+    inventory_name: str, host_vars: Mapping[str, Any], problems: _Problems
+) -> set[str]:
+    """The per-host variables checked against the schema; the names of the bad ones."""
+    bad: set[str] = set()
+    for var in load_schema().of_scope("host", "role"):
+        raw = host_vars.get(var.name)
+        if raw is None or not var.name.startswith("opensearch_"):
+            continue
+        problem = _schema_problem(var.name, raw)
+        if problem:
+            problems.error(f"{inventory_name}: {problem}")
+            bad.add(var.name)
+    return bad
+
+
 def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluster:
     """Build and validate the cluster from (inventory name, host variables) pairs.
 
@@ -398,72 +430,63 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     """
     nodes_vars = [(str(name), plain_data(host_vars)) for name, host_vars in nodes_vars]
     problems = _Problems()
-    defaults = cluster_defaults()
     if not nodes_vars:
         raise InventoryError(
             ["the inventory group 'opensearch' is empty; add at least one host to it"]
         )
+    for problem in unknown_variables(nodes_vars):
+        problems.error(problem)
+    values, bad = _check_cluster_values(nodes_vars, problems)
+    defaults = cluster_defaults()
 
     def value(key: str) -> Any:
-        return _cluster_value(nodes_vars, key, defaults, problems)
+        """The checked value; a bad one (already reported) falls back to the default."""
+        return defaults.get(key) if key in bad else values.get(key)
 
-    distribution = _build_distribution(
-        value("opensearch_distribution_source"),
-        value("opensearch_version"),
-        nodes_vars,
-        defaults,
-        problems,
-    )
-    security_mode = value("opensearch_security_mode")
-    if security_mode not in SECURITY_MODES:
-        problems.error(
-            f"opensearch_security_mode {security_mode!r} is unknown; "
-            f"choose one of {', '.join(SECURITY_MODES)}"
-        )
+    distribution = _build_distribution(value, problems)
+    security_mode = str(value("opensearch_security_mode"))
     heap_size = str(value("opensearch_heap_size"))
     _check_heap(heap_size, problems)
-    http_port = _as_int(
-        value("opensearch_http_port"), "opensearch_http_port", problems, low=1, high=65535
-    )
-    transport_port = _as_int(
-        value("opensearch_transport_port"), "opensearch_transport_port", problems, low=1, high=65535
-    )
+    http_port = as_int(value("opensearch_http_port")) or 0
+    transport_port = as_int(value("opensearch_transport_port")) or 0
     if http_port == transport_port:
         problems.error(
             f"opensearch_http_port and opensearch_transport_port are both {http_port}; "
             "give them different ports (default 9200 and 9300)"
         )
-    limit_nofile = _as_int(
-        value("opensearch_limit_nofile"),
-        "opensearch_limit_nofile",
-        problems,
-        low=1024,
-        high=1 << 20,
-    )
-    cluster_name = str(value("opensearch_cluster_name"))
-    if not cluster_name or ":" in cluster_name:
-        problems.error(
-            f"opensearch_cluster_name {cluster_name!r} is empty or has ':'; set a plain name"
-        )
     extra_settings = value("opensearch_extra_settings") or {}
-    if not isinstance(extra_settings, Mapping):
-        problems.error("opensearch_extra_settings must be a mapping of setting to value")
-        extra_settings = {}
     for key in sorted(extra_settings):
         if str(key).startswith(MANAGED_SETTING_PREFIXES):
             problems.error(
                 f"opensearch_extra_settings sets {key!r}, which clusterforge manages; "
                 "remove it and set the matching opensearch_* variable instead"
             )
+    cors_enabled = bool(value("opensearch_cors_enabled"))
+    cors_allow_origin = str(value("opensearch_cors_allow_origin"))
+    cors_allow_credentials = bool(value("opensearch_cors_allow_credentials"))
+    if cors_enabled and cors_allow_credentials and cors_allow_origin.strip() == "*":
+        problems.error(
+            "opensearch_cors_allow_origin is '*' while opensearch_cors_allow_credentials is "
+            "true: any web page could use a signed-in browser's credentials; set "
+            "opensearch_cors_allow_origin to the console's origin, e.g. "
+            "https://console.example.internal, or set opensearch_cors_allow_credentials: false"
+        )
 
-    security = _build_security(value, str(security_mode), problems)
-    _check_passwords(nodes_vars[0][1], str(security_mode), problems)
-    nodes = [
-        node for name, host_vars in nodes_vars if (node := _build_node(name, host_vars, problems))
-    ]
+    security = _build_security(value, problems)
+    _check_users(value("opensearch_security_users") or [], problems)
+    _check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
+    plugins = _build_plugins(value("opensearch_plugins"), problems)
+    nodes: list[Node] = []
+    roles_bad = False
+    for name, host_vars in nodes_vars:
+        host_bad = _check_host_values(name, host_vars, problems)
+        roles_bad = roles_bad or "opensearch_node_roles" in host_bad
+        node = _build_node(name, host_vars, host_bad, problems)
+        if node:
+            nodes.append(node)
     _check_uniqueness(nodes, problems)
     eligible = [node for node in nodes if node.cluster_manager_eligible]
-    if nodes and not eligible:
+    if nodes and not eligible and not roles_bad:
         problems.error(
             "no node is cluster-manager-eligible; add cluster_manager to "
             "opensearch_node_roles of one or three nodes"
@@ -477,9 +500,9 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     if problems.errors:
         raise InventoryError(problems.errors)
     return Cluster(
-        name=cluster_name,
+        name=str(value("opensearch_cluster_name")),
         distribution=distribution,
-        security_mode=str(security_mode),
+        security_mode=security_mode,
         heap_size=heap_size,
         http_port=http_port,
         transport_port=transport_port,
@@ -490,14 +513,15 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         repo_path=str(value("opensearch_repo_path")),
         service_user=str(value("opensearch_service_user")),
         java_home=str(value("opensearch_java_home")),
-        limit_nofile=limit_nofile,
+        limit_nofile=as_int(value("opensearch_limit_nofile")) or 0,
         initial_state_timeout=str(value("opensearch_discovery_initial_state_timeout")),
-        cors_enabled=bool(value("opensearch_cors_enabled")),
-        cors_allow_origin=str(value("opensearch_cors_allow_origin")),
+        cors_enabled=cors_enabled,
+        cors_allow_origin=cors_allow_origin,
+        cors_allow_credentials=cors_allow_credentials,
         extra_settings=dict(extra_settings),
         nodes=tuple(nodes),
         security=security,
-        plugins=_build_plugins(value("opensearch_plugins"), problems),
+        plugins=plugins,
         warnings=tuple(problems.warnings),
     )
 
@@ -522,16 +546,16 @@ def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:
             )
 
 
-def _build_security(value: Any, security_mode: str, problems: _Problems) -> Security:
+def _build_security(value: Callable[[str], Any], problems: _Problems) -> Security:
     subject = value("opensearch_cert_subject") or {}
-    if not isinstance(subject, Mapping) or set(subject) - SUBJECT_FIELDS:
+    if set(subject) - SUBJECT_FIELDS:
         problems.error(
             "opensearch_cert_subject must be a mapping with only the keys "
             f"{', '.join(sorted(SUBJECT_FIELDS))}"
         )
         subject = {}
     country = subject.get("country", "")
-    if country and (len(country) != 2 or not country.isalpha()):
+    if country and (len(str(country)) != 2 or not str(country).isalpha()):
         problems.error(
             f"opensearch_cert_subject.country {country!r} is not a two-letter country code; "
             "set e.g. US or DE"
@@ -543,62 +567,87 @@ def _build_security(value: Any, security_mode: str, problems: _Problems) -> Secu
             "only one of opensearch_ca_cert_path and opensearch_ca_key_path is set; "
             "set both to use your own CA, or neither to let clusterforge make one"
         )
-    renew = _as_int(
-        value("opensearch_cert_renew_within_days"),
-        "opensearch_cert_renew_within_days",
-        problems,
-        low=0,
-        high=3650,
-    )
     return Security(
         pki_dir=str(value("opensearch_pki_dir") or ""),
         ca_cert_path=ca_cert,
         ca_key_path=ca_key,
         cert_subject={str(key): str(item) for key, item in subject.items()},
-        renew_within_days=renew,
+        renew_within_days=as_int(value("opensearch_cert_renew_within_days")) or 0,
         admin_common_name=str(value("opensearch_admin_cert_common_name")),
         plugin_path=value("opensearch_security_plugin_path") or None,
     )
 
 
-def _check_passwords(host_vars: Mapping[str, Any], security_mode: str, problems: _Problems) -> None:
+USER_KEYS = ("name", "password", "backend_roles", "description")
+_USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+
+
+def _check_users(users: Any, problems: _Problems) -> None:
+    """The inventory's own users, in every mode: shape, names, and no predefined name."""
+    if not isinstance(users, list):
+        return  # reported by the schema check
+    seen: set[str] = set()
+    for index, user in enumerate(users):
+        where = f"opensearch_security_users[{index}]"
+        if not isinstance(user, Mapping):
+            problems.error(f"{where} must be a mapping {{name, password, backend_roles}}")
+            continue
+        unknown = sorted(set(user) - set(USER_KEYS))
+        if unknown:
+            problems.error(
+                f"{where} has unknown key(s) {', '.join(unknown)}; "
+                f"the keys are {', '.join(USER_KEYS)}"
+            )
+        name = user.get("name")
+        if not isinstance(name, str) or not _USER_NAME.match(name):
+            problems.error(
+                f"{where} needs a name of letters, digits, '.', '_', '@' and '-', "
+                "e.g. name: reporting"
+            )
+        elif name in PREDEFINED_USER_NAMES:
+            problems.error(
+                f"{where} is the reserved predefined user {name!r}; choose another name, "
+                "and set the predefined users' passwords in opensearch_security_passwords"
+            )
+        elif name in seen:
+            problems.error(f"{where}: user {name!r} is listed twice; keep one entry")
+        else:
+            seen.add(name)
+        roles = user.get("backend_roles", [])
+        if roles is not None and (
+            not isinstance(roles, list) or not all(isinstance(role, str) for role in roles)
+        ):
+            problems.error(f"{where}.backend_roles must be a list of role names")
+
+
+def _check_passwords(
+    value: Callable[[str], Any], security_mode: str, mode_bad: bool, problems: _Problems
+) -> None:
     """Secured modes refuse missing, empty and well-known passwords (values never echoed)."""
     from clusterforge.hashing import PasswordRejectedError, check_password_allowed
 
-    if security_mode not in SECURED_MODES:
-        return
-    passwords = host_vars.get("opensearch_security_passwords") or {}
-    if not isinstance(passwords, Mapping):
+    passwords = value("opensearch_security_passwords") or {}
+    unknown = sorted(str(name) for name in passwords if name not in PREDEFINED_USER_NAMES)
+    if unknown:
         problems.error(
-            "opensearch_security_passwords must be a mapping of user name to password "
-            f"for {', '.join(PREDEFINED_USER_NAMES)}"
+            f"opensearch_security_passwords has {', '.join(unknown)}, which is not a predefined "
+            f"user ({', '.join(PREDEFINED_USER_NAMES)}); put other users in "
+            "opensearch_security_users with their password"
         )
-        passwords = {}
+    if mode_bad or security_mode not in SECURED_MODES:
+        return
     candidates: list[tuple[str, Any, str]] = [
         (name, passwords.get(name), f"opensearch_security_passwords.{name}")
         for name in PREDEFINED_USER_NAMES
     ]
-    users = host_vars.get("opensearch_security_users") or []
-    if not isinstance(users, list):
-        problems.error("opensearch_security_users must be a list of {name, password, ...}")
-        users = []
-    for index, user in enumerate(users):
-        if not isinstance(user, Mapping) or not user.get("name"):
-            problems.error(f"opensearch_security_users[{index}] needs a name and a password")
-            continue
-        if user["name"] in PREDEFINED_USER_NAMES:
-            problems.error(
-                f"opensearch_security_users[{index}] is the predefined user {user['name']!r}; "
-                "set its password in opensearch_security_passwords instead"
+    users = value("opensearch_security_users") or []
+    for index, user in enumerate(users if isinstance(users, list) else []):
+        if isinstance(user, Mapping) and isinstance(user.get("name"), str):
+            if user["name"] in PREDEFINED_USER_NAMES:
+                continue  # reported by _check_users
+            candidates.append(
+                (user["name"], user.get("password"), f"opensearch_security_users[{index}].password")
             )
-            continue
-        candidates.append(
-            (
-                str(user["name"]),
-                user.get("password"),
-                f"opensearch_security_users[{index}].password",
-            )
-        )
     for name, password, setting in candidates:
         if password is None:
             problems.error(
@@ -618,31 +667,61 @@ _PLUGIN_REQUIRED_FIELDS = {
     "url": ("url",),
     "file": ("path",),
 }
+PLUGIN_KEYS = ("name", "source", "state", "path", "coordinates", "version", "url", "sha512")
+_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_COORDINATES = re.compile(r"^[A-Za-z0-9._-]+:[A-Za-z0-9._-]+$")
+_SHA512 = re.compile(r"^[0-9A-Fa-f]{128}$")
+
+
+def _check_plugin_fields(where: str, entry: Mapping[str, Any], problems: _Problems) -> None:
+    unknown = sorted(str(key) for key in entry if key not in PLUGIN_KEYS)
+    if unknown:
+        problems.error(
+            f"{where} has unknown key(s) {', '.join(unknown)}; the keys are "
+            f"{', '.join(PLUGIN_KEYS)}"
+        )
+    checks = (
+        ("version", _VERSION, "major.minor.patch, e.g. 2.19.4"),
+        ("coordinates", _COORDINATES, "group:artifact, e.g. org.opensearch.plugin:analysis-icu"),
+        ("sha512", _SHA512, "128 hexadecimal digits"),
+    )
+    for key, pattern, hint in checks:
+        given = entry.get(key)
+        if given not in (None, "") and not (isinstance(given, str) and pattern.match(given)):
+            problems.error(f"{where}.{key} {given!r} is malformed; write {hint}")
+    url = entry.get("url")
+    if url not in (None, "") and not (
+        isinstance(url, str) and re.match(r"^(https?|file)://\S+$", url)
+    ):
+        problems.error(f"{where}.url {url!r} is not an http(s):// or file:// URL; fix it")
 
 
 def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
-    if raw in (None, ""):
-        return ()
-    if not isinstance(raw, list):
-        problems.error("opensearch_plugins must be a list of {name, source, ...} entries")
-        return ()
+    if raw in (None, "") or not isinstance(raw, list):
+        return ()  # a non-list is reported by the schema check
     plugins: list[PluginSpec] = []
     seen: set[str] = set()
     for index, entry in enumerate(raw):
         where = f"opensearch_plugins[{index}]"
-        if not isinstance(entry, Mapping) or not entry.get("name"):
+        if not isinstance(entry, Mapping):
+            problems.error(
+                f"{where} must be a mapping, e.g. {{name: analysis-smartcn, source: build, "
+                "path: engine-plugins/analysis-smartcn}}"
+            )
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not _PLUGIN_NAME.match(name):
             problems.error(f"{where} needs a name, e.g. {{name: analysis-smartcn, source: build}}")
             continue
-        name = str(entry["name"])
+        _check_plugin_fields(f"{where} ({name})", entry, problems)
         if name in seen:
             problems.error(f"{where}: plugin {name!r} is listed twice; keep one entry")
         seen.add(name)
-        state = str(entry.get("state", "present"))
+        state = entry.get("state", "present")
         if state not in PLUGIN_STATES:
-            problems.error(f"{where}: state {state!r} is unknown; use present or absent")
-        source = (
-            str(entry.get("source", "")) if state == "present" else str(entry.get("source", "file"))
-        )
+            problems.error(f"{where} ({name}): state {state!r} is unknown; use present or absent")
+            continue
+        source = str(entry.get("source", "" if state == "present" else "file"))
         if state == "present":
             if source not in PLUGIN_SOURCES:
                 problems.error(
@@ -664,7 +743,7 @@ def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
             PluginSpec(
                 name=name,
                 source=source,
-                state=state,
+                state=str(state),
                 path=str(entry["path"]) if entry.get("path") else None,
                 coordinates=str(entry["coordinates"]) if entry.get("coordinates") else None,
                 version=str(entry["version"]) if entry.get("version") else None,

@@ -107,7 +107,7 @@ def opensearch_settings(
             {
                 "http.cors.enabled": True,
                 "http.cors.allow-origin": cluster.cors_allow_origin,
-                "http.cors.allow-credentials": True,
+                "http.cors.allow-credentials": cluster.cors_allow_credentials,
                 "http.cors.allow-headers": CORS_ALLOW_HEADERS,
             }
         )
