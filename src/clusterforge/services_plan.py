@@ -189,9 +189,12 @@ def _validation_problems(
         return [f"{host}: {error}"]
     problems = []
     for item in error.errors(include_input=False, include_url=False):
-        location = tuple(item["loc"])
-        # Only the message: an input may be a token or a URL with a password.
-        problems.append(f"{variable_of(location)} (host {host}): {item['msg']}")
+        variable = variable_of(tuple(item["loc"]))
+        # Only the message: an input may be a token or a URL with a password. The
+        # services' own checks (value errors) already say what to set; pydantic's type
+        # and range messages get the fix added.
+        fix = "" if item["type"] == "value_error" else f"; set {variable} accordingly"
+        problems.append(f"{variable} (host {host}): {item['msg']}{fix}")
     return problems
 
 
