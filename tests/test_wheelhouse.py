@@ -1,7 +1,8 @@
-"""The services' wheelhouse: its key, its cache, and a build that is never half-kept.
+"""A service's wheelhouse: its key, its cache, and a build that is never half-kept.
 
 The build tests run the real ``pip wheel`` offline (``--no-index --no-build-isolation``)
-on a small project of their own: a ``clusterforge`` package with no dependencies whose
+on a small service project of their own (``services/demo`` in a scratch checkout): a
+``clusterforge_demo`` package with no dependencies whose
 build backend is a stand-in (a few lines that zip the package into a wheel, named as
 one), because this virtualenv's setuptools cannot build wheels without an index. The
 failure tests use stand-in pip runners that fail the way pip does.
@@ -10,6 +11,7 @@ failure tests use stand-in pip runners that fail the way pip does.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from clusterforge.wheelhouse import (
     MANIFEST_NAME,
     WheelhouseError,
     build_wheelhouse,
+    distribution_name,
     prune_wheelhouses,
     wheelhouse_key,
     wheelhouse_root,
@@ -31,7 +34,7 @@ OFFLINE = ("--no-index", "--no-build-isolation")
 STAND_IN_BACKEND = """
 import base64, hashlib, pathlib, zipfile
 
-NAME, VERSION = "clusterforge", "0.1.0"
+NAME, VERSION = "clusterforge_demo", "0.1.0"
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
@@ -65,20 +68,26 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLUSTERFORGE_CACHE", str(tmp_path / "cache"))
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+DEMO = "clusterforge_demo"
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "checkout"
-    package = root / "src" / "clusterforge"
+    root = tmp_path / "checkout" / "services" / "demo"
+    package = root / "src" / DEMO
     package.mkdir(parents=True)
     (root / "pyproject.toml").write_text(
         "[build-system]\n"
         "requires = []\n"
         'build-backend = "stand_in_backend"\n'
-        'backend-path = ["src/clusterforge"]\n'
+        f'backend-path = ["src/{DEMO}"]\n'
         "[project]\n"
-        'name = "clusterforge"\n'
+        'name = "clusterforge-demo"\n'
         'version = "0.1.0"\n'
         "dependencies = []\n"
+        "[project.optional-dependencies]\n"
+        "server = []\n"
     )
     (package / "stand_in_backend.py").write_text(STAND_IN_BACKEND)
     (root / "README.md").write_text("a small stand-in of the project\n")
@@ -88,7 +97,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_the_key_is_stable_and_ignores_bytecode_and_the_readme(project: Path) -> None:
     first = wheelhouse_key(project)
-    cache = project / "src" / "clusterforge" / "__pycache__"
+    cache = project / "src" / DEMO / "__pycache__"
     cache.mkdir()
     (cache / "__init__.cpython-311.pyc").write_bytes(b"bytecode")
     (project / "README.md").write_text("edited documentation\n")
@@ -99,8 +108,8 @@ def test_the_key_is_stable_and_ignores_bytecode_and_the_readme(project: Path) ->
     ("relative", "content"),
     [
         ("pyproject.toml", None),
-        ("src/clusterforge/__init__.py", 'ANSWER = "two"\n'),
-        ("src/clusterforge/templates/new.j2", "{{ x }}\n"),
+        ("src/clusterforge_demo/__init__.py", 'ANSWER = "two"\n'),
+        ("src/clusterforge_demo/migrations/versions/0002_new.py", "REVISION = 2\n"),
     ],
 )
 def test_the_key_changes_with_the_project_and_its_sources(
@@ -117,16 +126,18 @@ def test_the_key_changes_with_the_project_and_its_sources(
 
 
 def test_a_folder_that_is_not_the_project_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(WheelhouseError, match=r"has no pyproject\.toml; pass the clusterforge"):
+    with pytest.raises(WheelhouseError, match=r"has no pyproject\.toml; pass a service's project"):
         wheelhouse_key(tmp_path)
 
 
 def test_builds_once_into_the_cache_and_reuses_it(project: Path) -> None:
     built = build_wheelhouse(project, extra_pip_arguments=OFFLINE)
     assert built.built
-    assert built.path == wheelhouse_root() / built.key
-    assert built.project_wheel == "clusterforge-0.1.0-py3-none-any.whl"
-    assert built.wheels == ("clusterforge-0.1.0-py3-none-any.whl",)
+    assert built.path == wheelhouse_root(DEMO) / built.key
+    assert built.distribution == DEMO
+    assert built.project_wheel == "clusterforge_demo-0.1.0-py3-none-any.whl"
+    assert built.requirement == built.project_wheel
+    assert built.wheels == ("clusterforge_demo-0.1.0-py3-none-any.whl",)
     assert built.python_version == f"{sys.version_info.major}.{sys.version_info.minor}"
     manifest = json.loads((built.path / MANIFEST_NAME).read_text())
     assert manifest["digest"] == built.digest
@@ -148,7 +159,7 @@ def test_the_checkout_gets_no_build_leftovers(project: Path) -> None:
 
 def test_a_source_change_builds_a_new_wheelhouse_with_a_new_digest(project: Path) -> None:
     first = build_wheelhouse(project, extra_pip_arguments=OFFLINE)
-    (project / "src" / "clusterforge" / "__init__.py").write_text('ANSWER = "two"\n')
+    (project / "src" / DEMO / "__init__.py").write_text('ANSWER = "two"\n')
     second = build_wheelhouse(project, extra_pip_arguments=OFFLINE)
     assert second.built
     assert second.key != first.key
@@ -170,7 +181,7 @@ def test_a_failed_build_says_why_and_leaves_nothing_in_the_cache(project: Path) 
     assert "pip wheel of" in str(raised.value)
     assert "must reach its configured package index" in str(raised.value)
     assert "PyYAML==6.0.3" in str(raised.value)
-    assert list(wheelhouse_root().iterdir()) == []
+    assert list(wheelhouse_root(DEMO).iterdir()) == []
 
 
 def test_a_wheelhouse_without_a_project_wheel_is_refused(project: Path) -> None:
@@ -180,17 +191,83 @@ def test_a_wheelhouse_without_a_project_wheel_is_refused(project: Path) -> None:
         Path(command[command.index("--wheel-dir") + 1]).mkdir()
         return subprocess.CompletedProcess(list(command), 0, "", "")
 
-    with pytest.raises(WheelhouseError, match="left 0 clusterforge wheels"):
+    with pytest.raises(WheelhouseError, match="left 0 clusterforge_demo wheels"):
         build_wheelhouse(project, run_pip=stand_in_pip_that_builds_nothing)
-    assert list(wheelhouse_root().iterdir()) == []
+    assert list(wheelhouse_root(DEMO).iterdir()) == []
 
 
 def test_only_the_newest_wheelhouses_are_kept(project: Path) -> None:
-    module = project / "src" / "clusterforge" / "__init__.py"
+    module = project / "src" / DEMO / "__init__.py"
     paths = []
     for edition in range(4):
         module.write_text(f"EDITION = {edition}\n")
         paths.append(build_wheelhouse(project, extra_pip_arguments=OFFLINE).path)
     assert [path.is_dir() for path in paths] == [False, True, True, True]
-    assert set(prune_wheelhouses(keep=1)) == {paths[1], paths[2]}
+    assert set(prune_wheelhouses(DEMO, keep=1)) == {paths[1], paths[2]}
     assert [path.is_dir() for path in paths] == [False, False, False, True]
+
+
+def test_extras_are_built_and_named_for_the_hosts_and_change_the_key(project: Path) -> None:
+    assert wheelhouse_key(project, extras=("server",)) != wheelhouse_key(project)
+    built = build_wheelhouse(project, extras=("server",), extra_pip_arguments=OFFLINE)
+    assert built.extras == ("server",)
+    assert built.requirement == "clusterforge_demo-0.1.0-py3-none-any.whl[server]"
+    assert build_wheelhouse(project, extra_pip_arguments=OFFLINE).key != built.key
+
+
+def test_an_editable_installs_metadata_is_not_in_the_key(project: Path) -> None:
+    before = wheelhouse_key(project)
+    info = project / "src" / "clusterforge_demo.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Name: clusterforge-demo\n")
+    assert wheelhouse_key(project) == before
+
+
+def test_pruning_one_service_keeps_the_other_services_wheelhouses(project: Path) -> None:
+    other = project.parent / "other"
+    shutil.copytree(project, other)
+    pyproject = other / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("clusterforge-demo", "clusterforge-other"))
+    (other / "src" / DEMO / "stand_in_backend.py").write_text(
+        STAND_IN_BACKEND.replace('"clusterforge_demo"', '"clusterforge_other"')
+    )
+    kept = build_wheelhouse(other, extra_pip_arguments=OFFLINE)
+    module = project / "src" / DEMO / "__init__.py"
+    for edition in range(4):
+        module.write_text(f"EDITION = {edition}\n")
+        build_wheelhouse(project, extra_pip_arguments=OFFLINE)
+    assert kept.path == wheelhouse_root("clusterforge_other") / kept.key
+    assert kept.path.is_dir()
+
+
+@pytest.fixture
+def checkout_copy(tmp_path: Path) -> Path:
+    """The real services and toolkit sources, copied, so a test may edit them."""
+    root = tmp_path / "real"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for relative in ("services/userdir", "services/orders", "src/clusterforge"):
+        shutil.copytree(CHECKOUT / relative, root / relative, ignore=ignore)
+    return root
+
+
+@pytest.mark.parametrize(("service", "other"), [("userdir", "orders"), ("orders", "userdir")])
+def test_an_edit_to_the_toolkit_or_the_other_service_keeps_a_services_key(
+    checkout_copy: Path, service: str, other: str
+) -> None:
+    project = checkout_copy / "services" / service
+    before = wheelhouse_key(project, extras=("server",))
+    (checkout_copy / "src" / "clusterforge" / "pki.py").write_text("# edited\n", "utf-8")
+    (checkout_copy / "services" / other / "pyproject.toml").write_text("# edited\n")
+    (project / "README.md").write_text("edited documentation\n")
+    assert wheelhouse_key(project, extras=("server",)) == before
+    settings = next((project / "src").glob("clusterforge_*/settings.py"))
+    settings.write_text(settings.read_text() + "# edited\n")
+    assert wheelhouse_key(project, extras=("server",)) != before
+
+
+@pytest.mark.parametrize(
+    ("service", "distribution"),
+    [("userdir", "clusterforge_userdir"), ("orders", "clusterforge_orders")],
+)
+def test_the_real_services_are_projects_of_their_own(service: str, distribution: str) -> None:
+    assert distribution_name(CHECKOUT / "services" / service) == distribution

@@ -1,7 +1,9 @@
 """The service roles that install from the wheelhouse keep their documented contract.
 
 Each role's defaults equal the defaults its meta/argument_specs.yml declares, every input
-is in its README, handlers restart by topic, and every template says it is managed.
+is in its README, handlers restart by topic, and every template says it is managed. The
+thin service roles leave installing to the internal role _python_service, included step
+by step with tasks_from, and every step they include is one it declares.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import yaml
 
 ROLES = Path(__file__).resolve().parents[1] / "roles"
 SERVICE_ROLES = ["user_directory", "order_service"]
+INTERNAL_ROLE = "_python_service"
 
 
 def load(path: Path) -> Any:
@@ -57,10 +60,71 @@ def test_handlers_restart_by_topic(role: str) -> None:
         assert handler["listen"] == f"{role} changed"
 
 
-@pytest.mark.parametrize("role", SERVICE_ROLES)
-def test_templates_start_with_the_managed_comment(role: str) -> None:
-    templates = sorted((ROLES / role / "templates").glob("*.j2"))
-    assert templates
+def test_templates_start_with_the_managed_comment() -> None:
+    # The service roles' settings file and unit are the internal role's templates now.
+    templates = [
+        path
+        for role in [*SERVICE_ROLES, INTERNAL_ROLE]
+        for path in sorted((ROLES / role / "templates").glob("*.j2"))
+    ]
+    assert {path.parent.parent.name for path in templates} >= {INTERNAL_ROLE}
     for template in templates:
         first_line = template.read_text(encoding="utf-8").splitlines()[0]
         assert first_line == "{{ ansible_managed | comment }}", template.name
+
+
+def _includes_of_the_internal_role(role: str) -> list[dict[str, Any]]:
+    includes = []
+    for path in sorted((ROLES / role / "tasks").glob("*.yml")):
+        for task in load(path) or []:
+            include = task.get("ansible.builtin.include_role")
+            if include and include["name"] == INTERNAL_ROLE:
+                includes.append({"task": task, "include": include, "file": path.name})
+    return includes
+
+
+@pytest.mark.parametrize("role", SERVICE_ROLES)
+def test_the_service_role_is_thin_and_includes_every_step_of_the_internal_role(
+    role: str,
+) -> None:
+    includes = _includes_of_the_internal_role(role)
+    steps = [item["include"]["tasks_from"] for item in includes]
+    assert steps == ["install", "configure", "run", "preflight"]  # main.yml, then preflight.yml
+    specs = load(ROLES / INTERNAL_ROLE / "meta" / "argument_specs.yml")["argument_specs"]
+    for item in includes:
+        step = item["include"]["tasks_from"]
+        required = {
+            name for name, option in specs[step]["options"].items() if option.get("required")
+        }
+        given = set(item["task"].get("vars", {}))
+        assert required <= given, f"{role} includes {step} without {required - given}"
+        assert item["task"]["vars"]["_python_service_role"] == role
+    assert not (ROLES / role / "templates").exists(), "the internal role holds the templates"
+    assert {path.name for path in (ROLES / role / "tasks").glob("*.yml")} == {
+        "main.yml",
+        "preflight.yml",
+    }
+
+
+@pytest.mark.parametrize("role", SERVICE_ROLES)
+def test_the_internal_role_notifies_the_calling_roles_handler(role: str) -> None:
+    for item in _includes_of_the_internal_role(role):
+        if item["file"] == "main.yml":
+            assert item["task"]["vars"]["_python_service_notify"] == f"{role} changed"
+
+
+def test_the_internal_role_declares_each_step_and_writes_secrets_0600_without_logging() -> None:
+    specs = load(ROLES / INTERNAL_ROLE / "meta" / "argument_specs.yml")["argument_specs"]
+    assert set(specs) == {"main", "preflight", "install", "configure", "run"}
+    for step in ("preflight", "install", "configure", "run"):
+        assert (ROLES / INTERNAL_ROLE / "tasks" / f"{step}.yml").is_file()
+        for name, option in specs[step]["options"].items():
+            assert name.startswith("_python_service_"), name
+            assert option.get("type") and option.get("description"), name
+    (settings_task,) = [
+        task
+        for task in load(ROLES / INTERNAL_ROLE / "tasks" / "configure.yml")
+        if "settings" in task["name"]
+    ]
+    assert settings_task["ansible.builtin.template"]["mode"] == "0600"
+    assert settings_task["no_log"] is True

@@ -55,8 +55,8 @@ def wait_for(url: str, process: subprocess.Popen[bytes], *, seconds: float = 60)
 
 
 def seed_userdir(database: Path) -> None:
-    from clusterforge.services.userdir.migrate import upgrade_database
-    from clusterforge.services.userdir.storage import create_database_engine, users_table
+    from clusterforge_userdir.migrate import upgrade_database
+    from clusterforge_userdir.storage import create_database_engine, users_table
 
     database.unlink(missing_ok=True)
     engine = create_database_engine(f"sqlite:///{database}")

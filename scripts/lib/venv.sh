@@ -1,5 +1,7 @@
 # Sourced by the scripts: makes sure .venv exists and holds this checkout's pinned
-# dependencies, reinstalling only when pyproject.toml changed. Sets REPO and VENV.
+# dependencies: the toolkit with its dev extra, and the two services (projects of their
+# own under services/) with what their tests need. Reinstalls only when one of the three
+# pyproject.toml files changed. Sets REPO and VENV.
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV="$REPO/.venv"
 
@@ -18,11 +20,16 @@ ensure_venv() {
         }
     fi
     stamp="$VENV/.clusterforge-installed"
-    wanted=$(sha256sum "$REPO/pyproject.toml" | cut -d' ' -f1)
+    wanted=$(cat "$REPO/pyproject.toml" "$REPO/services/userdir/pyproject.toml" \
+        "$REPO/services/orders/pyproject.toml" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
         echo "clusterforge: installing the project and its pinned dependencies into $VENV" >&2
         "$VENV/bin/pip" install --quiet --upgrade pip >/dev/null
         "$VENV/bin/pip" install --quiet -e "$REPO[dev]"
+        # A second pip run: upgrading a toolkit that still carried the services' console
+        # scripts removes those scripts, so the services must be installed after it.
+        "$VENV/bin/pip" install --quiet -e "$REPO/services/userdir[server,test]" \
+            -e "$REPO/services/orders[test]"
         echo "$wanted" >"$stamp"
     fi
 }

@@ -1,0 +1,63 @@
+"""Migrations and exact decimals on a real SQLite file and a real PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import inspect, select, text
+
+from clusterforge_orders import ConfigurationError, Database
+from clusterforge_orders.storage import ALEMBIC_VERSION_TABLE, orders_table
+
+
+def test_migrations_create_the_schema_once(database_url: str) -> None:
+    database = Database(url=database_url)
+    try:
+        database.migrate()
+        database.migrate()
+        tables = set(inspect(database.engine).get_table_names())
+        assert {"orders", "order_audit_log", "order_sync_outbox", ALEMBIC_VERSION_TABLE} <= tables
+        with database.engine.connect() as connection:
+            version = connection.execute(text(f"SELECT version_num FROM {ALEMBIC_VERSION_TABLE}"))  # noqa: S608
+            assert version.scalar_one() == "0001"
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize(
+    "amount", ["1", "1.00", "19.99", "12345678901234567.89", "0.00000000000000000000000000000001"]
+)
+def test_amounts_round_trip_exactly(database_url: str, amount: str) -> None:
+    database = Database(url=database_url)
+    try:
+        database.migrate()
+        with database.engine.begin() as connection:
+            connection.execute(
+                orders_table.insert().values(
+                    order_id="ORD-1",
+                    user_id="u",
+                    product_name="p",
+                    amount=Decimal(amount),
+                    create_time=datetime(2024, 1, 1),
+                )
+            )
+        with database.engine.connect() as connection:
+            stored = connection.execute(select(orders_table.c.amount)).scalar_one()
+        assert isinstance(stored, Decimal)
+        assert stored == Decimal(amount)
+        assert stored.as_tuple() == Decimal(amount).as_tuple(), "same digits and scale"
+    finally:
+        database.dispose()
+
+
+def test_password_is_hidden_from_the_display_url() -> None:
+    database = Database(url="postgresql+psycopg://orders:s3cret@db.invalid/orders")
+    assert "s3cret" not in database.display_url
+
+
+@pytest.mark.parametrize("url", ["not a url", "mysql://localhost/orders"])
+def test_unsupported_urls_are_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        Database(url=url)
