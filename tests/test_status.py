@@ -449,3 +449,58 @@ def test_the_http_client_verifies_the_ca_and_records_refusals(
     untrusting = HttpClient(ca_cert=None, username=None, password=None, timeout=5)
     assert "CERTIFICATE_VERIFY_FAILED" in untrusting.get(url)["error"]
     assert "error" in client.get("https://127.0.0.1:1/")
+
+
+def write_vaulted_inventory(root: Path, vault_password: str) -> Path:
+    """A tls inventory whose admin password sits in an ansible-vault encrypted file."""
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    vault = VaultLib([("default", VaultSecret(vault_password.encode()))])
+    (root / "group_vars").mkdir(parents=True)
+    (root / "hosts.yml").write_text(
+        "all:\n  children:\n"
+        "    opensearch:\n      hosts:\n"
+        "        search-1: {ansible_host: 127.0.0.11}\n"
+        "        search-2: {ansible_host: 127.0.0.12}\n"
+        "    user_directory:\n      hosts:\n"
+        "        app-1: {ansible_host: 127.0.0.21, user_directory_host: 0.0.0.0}\n"
+        "    order_service:\n      hosts:\n"
+        "        app-2: {ansible_host: 10.20.0.22}\n"
+    )
+    (root / "group_vars" / "opensearch").mkdir()
+    (root / "group_vars" / "opensearch" / "vars.yml").write_text(
+        "opensearch_security_mode: tls\nopensearch_cert_renew_within_days: 45\n"
+    )
+    (root / "group_vars" / "user_directory.yml").write_text("user_directory_port: 8081\n")
+    (root / "group_vars" / "order_service.yml").write_text(
+        "order_service_port: 8082\norder_service_host: 127.0.0.1\n"
+    )
+    passwords = "".join(
+        f"  {user}: vaulted-{user}-pw\n" for user in ("admin", "kibanaserver", "logstash", "kibana")
+    )
+    secret = vault.encrypt("opensearch_security_passwords:\n" + passwords)
+    (root / "group_vars" / "opensearch" / "vault.yml").write_bytes(secret)
+    return root
+
+
+def test_an_inventory_with_a_vaulted_password(tmp_path: Path) -> None:
+    from clusterforge._status_target import load_inventory
+
+    inventory = write_vaulted_inventory(tmp_path / "inv", "vault-pw")
+    vault_file = tmp_path / "vault-password"
+    vault_file.write_text("vault-pw\n")
+    target = load_inventory(inventory, vault_file)
+    assert target.mode == "tls" and target.admin_user == "admin"
+    assert target.admin_password == "vaulted-admin-pw"
+    assert "vaulted" not in repr(target)
+    assert [node.url for node in target.nodes] == [
+        "https://127.0.0.11:9200",
+        "https://127.0.0.12:9200",
+    ]
+    assert target.ca_cert == inventory / ".pki" / "ca.pem"
+    assert target.renew_within_days == 45
+    assert target.console is None
+    assert dict(target.services) == {"user_directory": "http://127.0.0.21:8081/mock-api/health"}
+    assert "127.0.0.1 on app-2" in target.unchecked_services["orders"]
+    with pytest.raises(StatusConfigError, match="vault"):
+        load_inventory(inventory, None)

@@ -243,7 +243,8 @@ def _read_inventory_groups(
                 hosts.append((host.name, selected))
             result[group] = hosts
     except AnsibleError as error:
-        raise StatusConfigError(f"cannot read the inventory {inventory}: {error}") from error
+        hint = " (pass --vault-password-file FILE)" if "vault" in str(error).lower() else ""
+        raise StatusConfigError(f"cannot read the inventory {inventory}: {error}{hint}") from error
     if not result["opensearch"]:
         raise StatusConfigError(f"the inventory {inventory} has no host in group 'opensearch'")
     return result
