@@ -101,6 +101,8 @@ def _node_rows(
     target: Target, recorded: Mapping[str, Any], marks: Mapping[str, Any], now: datetime
 ) -> tuple[list[dict[str, Any]], list[str]]:
     problems: list[str] = []
+    # When no node answered, membership is unknown (None), not "missing".
+    cluster_known = _answer_error(recorded.get("nodes_info")) is None
     info = (recorded.get("nodes_info") or {}).get("body") or {}
     stats = (recorded.get("nodes_stats") or {}).get("body") or {}
     info_by_name = {
@@ -117,7 +119,7 @@ def _node_rows(
             "name": name,
             "url": urls.get(name),
             "in_inventory": name in urls,
-            "in_cluster": node_info is not None,
+            "in_cluster": node_info is not None if cluster_known else None,
             "reachable": root_error is None if name in urls else None,
             "address": None,
             "roles": [],
@@ -164,14 +166,16 @@ def _node_rows(
                         f"node {name}: disk {disk['used_percent']}% used is over the "
                         f"{disk['over']} watermark ({marks[disk['over']]})"
                     )
-        elif name in urls:
+        elif name in urls and cluster_known:
             problems.append(
                 f"node {name} is missing from the cluster "
                 f"({len(info_by_name)} of {len(expected_names)} nodes present)"
             )
         certificate = recorded.get("certificates", {}).get(name)
         if certificate is not None:
-            row["certificate"] = _certificate_row(name, certificate, target, now, problems)
+            row["certificate"] = _certificate_row(
+                name, certificate, target, now, problems if root_error is None else []
+            )
         rows.append(row)
     return rows, problems
 
@@ -214,6 +218,9 @@ def _security(target: Target, recorded: Mapping[str, Any]) -> tuple[dict[str, An
     if not target.secured:
         return {"enabled": False, "initialized": None, "config": None}, []
     problems: list[str] = []
+    if _answer_error(recorded.get("health")) is not None:
+        # No node answered: the cluster's own problem says so; security is unknown.
+        return {"enabled": True, "initialized": None, "health": None, "config": None}, []
     health = recorded.get("security_health") or {}
     body = health.get("body")
     initialized = (

@@ -202,6 +202,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+_plugin_loader_ready = False
 _READ_PREFIXES = ("opensearch_", "dashboards_", "user_directory_", "order_service_")
 
 
@@ -217,11 +218,18 @@ def _read_inventory_groups(
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.parsing.vault import VaultSecret
+    from ansible.plugins.loader import init_plugin_loader
     from ansible.template import Templar
     from ansible.vars.manager import VariableManager
 
     if not inventory.exists():
         raise StatusConfigError(f"the inventory {inventory} does not exist")
+    # Lookups in the inventory (the lab reads its secrets with ansible.builtin.file) need
+    # the plugin loader, which only ansible's own CLIs initialize.
+    global _plugin_loader_ready  # once per process, as ansible's CLIs do
+    if not _plugin_loader_ready:
+        init_plugin_loader()
+        _plugin_loader_ready = True
     loader = DataLoader()
     if vault_password_file is not None:
         secret = _read_secret(vault_password_file).encode()

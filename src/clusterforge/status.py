@@ -61,6 +61,16 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
+def _node_state(node: dict[str, Any]) -> str:
+    if node["reachable"] is False:
+        return "UNREACHABLE"
+    if node["in_cluster"] is False:
+        return "MISSING"
+    if node["in_cluster"] is None:
+        return "unknown"
+    return "up" if node["in_inventory"] else "up (not in inventory)"
+
+
 def render_table(report: dict[str, Any]) -> str:
     """The human-readable report."""
     cluster = report["cluster"]
@@ -81,8 +91,9 @@ def render_table(report: dict[str, Any]) -> str:
         lines.append("security  off (open mode)")
     else:
         digest = (security["config"] or {}).get("sha256")
+        initialized = {True: "initialized", False: "NOT initialized", None: "unknown"}
         lines.append(
-            f"security  {'initialized' if security['initialized'] else 'NOT initialized'}  "
+            f"security  {initialized[security['initialized']]}  "
             f"config sha256 {digest or 'unreadable'}"
         )
     lines.append("")
@@ -105,11 +116,7 @@ def render_table(report: dict[str, Any]) -> str:
                 certificate.get("not_after", "-")[:10]
                 + (f" ({certificate['days_left']}d)" if "days_left" in certificate else ""),
                 certificate.get("serial", "-"),
-                "up"
-                if node["in_cluster"] and node["reachable"] is not False
-                else "MISSING"
-                if not node["in_cluster"]
-                else "UNREACHABLE",
+                _node_state(node),
             ]
         )
     lines += _table(
@@ -139,7 +146,13 @@ def render_table(report: dict[str, Any]) -> str:
         console = report["console"]
         lines.append(
             f"console   {console['url']}  "
-            + ("healthy" if console["healthy"] else f"NOT healthy ({console.get('state')})")
+            + (
+                "healthy"
+                if console["healthy"]
+                else f"UNREACHABLE ({console['error']})"
+                if "error" in console
+                else f"NOT healthy (HTTP {console['http_status']}, state {console['state']})"
+            )
         )
     else:
         lines.append("console   none in this inventory")
@@ -150,7 +163,9 @@ def render_table(report: dict[str, Any]) -> str:
                 if service["healthy"]
                 else f"not checked: {service['not_checked']}"
                 if service["healthy"] is None
-                else "NOT healthy"
+                else f"UNREACHABLE ({service['error']})"
+                if "error" in service
+                else f"NOT healthy (HTTP {service['http_status']})"
             )
             lines.append(f"service   {name}  {service['url'] or '-'}  {state}")
     else:
