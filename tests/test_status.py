@@ -504,3 +504,27 @@ def test_an_inventory_with_a_vaulted_password(tmp_path: Path) -> None:
     assert "127.0.0.1 on app-2" in target.unchecked_services["orders"]
     with pytest.raises(StatusConfigError, match="vault"):
         load_inventory(inventory, None)
+
+
+def test_when_no_node_answers_membership_and_security_are_unknown_not_missing() -> None:
+    refused = {"error": "ConnectionRefusedError: [Errno 111] Connection refused"}
+    answers: dict[str, Any] = {
+        "nodes_root": {f"opensearch-{i}": refused for i in (1, 2, 3)},
+        **{key: {"error": "no node answered"} for key in ("health", "nodes_info", "nodes_stats")},
+        "settings": {"error": "no node answered"},
+        "security_health": refused,
+        "security_config": {kind: {"error": "no node answered"} for kind in SECURITY_CONFIG_TYPES},
+        "certificates": {f"opensearch-{i}": refused for i in (1, 2, 3)},
+        "services": {},
+    }
+    report = build_report(make_target(), answers, now=NOW)
+    assert report["problems"] == [
+        "the cluster did not answer its health: no node answered",
+        *(
+            f"node opensearch-{i} is unreachable at https://127.0.0.1{i}:9200: {refused['error']}"
+            for i in (1, 2, 3)
+        ),
+    ]
+    assert all(node["in_cluster"] is None for node in report["nodes"])
+    assert report["security"]["initialized"] is None
+    assert "UNREACHABLE" in status.render_table(report)
