@@ -145,9 +145,15 @@ def collect(target: Target, client: HttpClient, *, timeout: float) -> dict[str, 
             "/_cluster/settings?include_defaults=true&flat_settings=true",
         ),
     ):
-        recorded[key] = client.get(base + path) if base else {"error": "no node answered"}
+        recorded[key] = (
+            client.get(base + path) if base else {"error": "no node answered GET / with 200"}
+        )
     if target.secured:
-        any_url = base or (target.nodes[0].url if target.nodes else None)
+        # It answers without credentials, so any node that answered HTTP at all will do.
+        answering = [
+            node.url for node in target.nodes if "status" in recorded["nodes_root"][node.name]
+        ]
+        any_url = base or (answering[0] if answering else None)
         recorded["security_health"] = (
             client.get(f"{any_url}/_plugins/_security/health", auth=False)
             if any_url
@@ -156,7 +162,7 @@ def collect(target: Target, client: HttpClient, *, timeout: float) -> dict[str, 
         recorded["security_config"] = {
             kind: client.get(f"{base}/_plugins/_security/api/{kind}")
             if base
-            else {"error": "no node answered"}
+            else {"error": "no node answered GET / with 200"}
             for kind in SECURITY_CONFIG_TYPES
         }
     if target.mode == "tls":

@@ -97,6 +97,10 @@ def _answer_error(answer: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def _security_uninitialized(recorded: Mapping[str, Any]) -> bool:
+    return (recorded.get("security_health") or {}).get("status") == 503
+
+
 def _node_rows(
     target: Target, recorded: Mapping[str, Any], marks: Mapping[str, Any], now: datetime
 ) -> tuple[list[dict[str, Any]], list[str]]:
@@ -114,13 +118,16 @@ def _node_rows(
     urls = {node.name: node.url for node in target.nodes}
     for name in names:
         node_id, node_info = info_by_name.get(name, (None, None))
-        root_error = _answer_error(recorded.get("nodes_root", {}).get(name))
+        root = recorded.get("nodes_root", {}).get(name) or {"error": "not asked"}
+        root_error = _answer_error(root)
         row: dict[str, Any] = {
             "name": name,
             "url": urls.get(name),
             "in_inventory": name in urls,
             "in_cluster": node_info is not None if cluster_known else None,
-            "reachable": root_error is None if name in urls else None,
+            # Reachable: it answered HTTP, whatever the status (503 before security is loaded).
+            "reachable": "error" not in root if name in urls else None,
+            "http_status": root.get("status"),
             "address": None,
             "roles": [],
             "version": None,
@@ -130,8 +137,10 @@ def _node_rows(
             "plugins": [],
             "certificate": None,
         }
-        if name in urls and root_error is not None:
+        if name in urls and "error" in root:
             problems.append(f"node {name} is unreachable at {urls[name]}: {root_error}")
+        elif name in urls and root_error is not None and not _security_uninitialized(recorded):
+            problems.append(f"node {name} answers GET / with {root_error}")
         if node_info is not None:
             node_stats = stats.get("nodes", {}).get(node_id, {})
             row.update(
@@ -174,7 +183,7 @@ def _node_rows(
         certificate = recorded.get("certificates", {}).get(name)
         if certificate is not None:
             row["certificate"] = _certificate_row(
-                name, certificate, target, now, problems if root_error is None else []
+                name, certificate, target, now, problems if "error" not in root else []
             )
         rows.append(row)
     return rows, problems
@@ -218,10 +227,10 @@ def _security(target: Target, recorded: Mapping[str, Any]) -> tuple[dict[str, An
     if not target.secured:
         return {"enabled": False, "initialized": None, "config": None}, []
     problems: list[str] = []
-    if _answer_error(recorded.get("health")) is not None:
-        # No node answered: the cluster's own problem says so; security is unknown.
+    health = recorded.get("security_health") or {"error": "not asked"}
+    if "error" in health:
+        # No node answered HTTP: the nodes' own problems say so; security is unknown.
         return {"enabled": True, "initialized": None, "health": None, "config": None}, []
-    health = recorded.get("security_health") or {}
     body = health.get("body")
     initialized = (
         health.get("status") == 200 and isinstance(body, dict) and body.get("status") == "UP"
@@ -229,7 +238,7 @@ def _security(target: Target, recorded: Mapping[str, Any]) -> tuple[dict[str, An
     section: dict[str, Any] = {
         "enabled": True,
         "initialized": initialized,
-        "health": body if "error" not in health else {"error": health["error"]},
+        "health": body,
         "config": None,
     }
     if not initialized:
@@ -240,13 +249,14 @@ def _security(target: Target, recorded: Mapping[str, Any]) -> tuple[dict[str, An
     config = recorded.get("security_config") or {}
     errors = {kind: _answer_error(config.get(kind)) for kind in SECURITY_CONFIG_TYPES}
     failed = {kind: error for kind, error in errors.items() if error}
-    if failed:
+    if not failed:
+        section["config"] = security_digest(config)
+    elif initialized:
+        # Uninitialized already explains it; initialized and unreadable is a problem of its own.
         problems.append(
             "the security configuration could not be read as admin: "
             + "; ".join(f"{kind}: {error}" for kind, error in failed.items())
         )
-    else:
-        section["config"] = security_digest(config)
     return section, problems
 
 

@@ -64,6 +64,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 def _node_state(node: dict[str, Any]) -> str:
     if node["reachable"] is False:
         return "UNREACHABLE"
+    if node["http_status"] not in (None, 200):
+        return f"HTTP {node['http_status']}"
     if node["in_cluster"] is False:
         return "MISSING"
     if node["in_cluster"] is None:
