@@ -15,6 +15,10 @@ Arguments:
   observed: per inventory name, what playbooks/plan.yml's read-only look found on the
     node (version, active, formed, security_mode, cluster_manager); default: nothing,
     every node is new.
+
+The services' hosts (the groups named like their roles, user_directory and
+order_service) are planned too: their settings are validated by the services' own
+settings models here, before any host changes.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from clusterforge.cli import select_model_vars
+from clusterforge.cli import select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError
 from clusterforge.model import plain_data
 from clusterforge.plan import build_plan
+from clusterforge.services_plan import SERVICES
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]
@@ -52,6 +57,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 consoles_vars=[(host, self._model_vars(hostvars[host])) for host in console_hosts],
                 observed=plain_data(self._task.args.get("observed") or {}),
                 project_root=project_root,
+                services_vars={
+                    service: [
+                        (host, self._templated(select_service_vars(hostvars[host])))
+                        for host in groups.get(service, [])
+                    ]
+                    for service in SERVICES
+                },
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
@@ -63,3 +75,6 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         """The variables the model reads from one host, templated."""
         wanted = select_model_vars({key: None for key in host_vars})
         return {key: self._templar.template(host_vars[key]) for key in wanted}
+
+    def _templated(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return {key: plain_data(self._templar.template(value)) for key, value in variables.items()}

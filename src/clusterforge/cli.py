@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import ClusterforgeError
+from clusterforge.services_plan import SERVICES
 
 _READ_PREFIXES = ("opensearch_", "dashboards_")
 _READ_KEYS = ("ansible_host",)
@@ -24,6 +25,12 @@ _READ_KEYS = ("ansible_host",)
 
 class InventoryReadError(ClusterforgeError):
     """Ansible could not read the inventory (a missing file, a vault without its password)."""
+
+
+def select_service_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The host variables the services' plan reads (``user_directory_*``, ``order_service_*``)."""
+    prefixes = tuple(f"{service}_" for service in SERVICES)
+    return {key: value for key, value in host_vars.items() if key.startswith(prefixes)}
 
 
 def select_model_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,8 +71,12 @@ class InventoryReader:
         self._variables = VariableManager(loader=self._loader, inventory=self._manager)
         self.directory = inventory if inventory.is_dir() else inventory.parent
 
-    def hosts_vars(self, group: str) -> list[tuple[str, dict[str, Any]]]:
-        """(inventory name, model variables) for every host of ``group``, templated."""
+    def hosts_vars(
+        self,
+        group: str,
+        select: Callable[[Mapping[str, Any]], dict[str, Any]] = select_model_vars,
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(inventory name, selected variables) for every host of ``group``, templated."""
         from ansible.errors import AnsibleError
         from ansible.template import Templar
 
@@ -78,8 +89,7 @@ class InventoryReader:
                 host_vars = self._variables.get_vars(host=host)
                 templar = Templar(loader=self._loader, variables=host_vars)
                 selected = {
-                    key: templar.template(value)
-                    for key, value in select_model_vars(host_vars).items()
+                    key: templar.template(value) for key, value in select(host_vars).items()
                 }
                 nodes.append((host.name, selected))
         except AnsibleError as error:
@@ -119,6 +129,9 @@ def render_to_directory(
         inventory_dir=reader.directory,
         consoles_vars=reader.hosts_vars(console_group),
         fetch=False,
+        services_vars={
+            service: reader.hosts_vars(service, select_service_vars) for service in SERVICES
+        },
     )
     for warning in plan["model_warnings"]:
         print(f"warning: {warning}", file=sys.stderr)

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge import services_plan
 from clusterforge.artifacts import fetch_engine, fetch_security_plugin
 from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
 from clusterforge.cluster_security import render_cluster_security
@@ -45,6 +46,7 @@ from clusterforge.render import (
     NODE_KEY_FILE,
     render_node_files,
 )
+from clusterforge.services_plan import plan_services
 
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
 
@@ -267,14 +269,18 @@ def build_plan(
     observed: Mapping[str, Mapping[str, Any]] | None = None,
     project_root: Path | None = None,
     fetch: bool = True,
-    services: Mapping[str, Any] | None = None,
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
     ``fetch=False`` leaves the archives alone (``scripts/render`` reviews files; it does
-    not download engines). ``services`` is the seam for the services' planned settings:
-    it is carried through unchanged as the plan's ``services`` section.
+    not download engines). ``services_vars`` maps each service's group
+    (``user_directory``, ``order_service``) to its hosts' variables: their settings are
+    validated by the services' own settings models (clusterforge.services_plan), and the
+    plan's ``services`` section holds them without their secrets; the service roles
+    write the secret-bearing file themselves, with no_log.
     """
+    services = _plan_services(services_vars or {}, project_root)
     cluster = build_cluster(nodes_vars)
     pki = None
     if cluster.secured:
@@ -296,7 +302,7 @@ def build_plan(
         "security": _security_files(nodes_vars[0][1], pki),
         "consoles": consoles,
         "rollout": plan_rollout(cluster, observed or {}),
-        "services": dict(services or {}),
+        "services": services,
         "nodes": {
             node.inventory_name: {
                 "name": node.name,
@@ -312,6 +318,27 @@ def build_plan(
             }
             for node in cluster.nodes
         },
+    }
+
+
+def _plan_services(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    project_root: Path | None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every service host's settings, secrets left out: ``{host: {service: planned}}``."""
+    hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
+    if not any(hosts_by_group.values()):
+        return {}
+    hostvars: dict[str, dict[str, Any]] = {}
+    for hosts in services_vars.values():
+        for host, variables in hosts:
+            hostvars.setdefault(host, {}).update(variables)
+    planned = plan_services(
+        hosts_by_group, hostvars, checkout=project_root or services_plan.DEFAULT_PROJECT_ROOT
+    )
+    return {
+        host: {service: settings.as_dict() for service, settings in by_service.items()}
+        for host, by_service in planned.items()
     }
 
 
@@ -357,6 +384,10 @@ def host_files(plan: Mapping[str, Any]) -> dict[str, dict[str, str]]:
         # Without opensearch.password: the role adds it, the review copy never has it.
         files[CONFIG_FILE] = render_console_config(console["settings"], None)
         files[UNIT_NAME] = console["unit"]
+    for host, by_service in plan.get("services", {}).items():
+        files = out.setdefault(host, {})
+        for settings in by_service.values():
+            files[settings["file_name"]] = settings["public_content"]
     return out
 
 

@@ -78,7 +78,9 @@ class PlannedServiceSettings:
     """What one host's settings file of one service holds.
 
     ``content`` has the secrets: only the role that writes the file may see it.
-    ``public`` is the same settings with every secret replaced by :data:`SECRET_MARK`.
+    ``public`` is the same settings with every secret replaced by :data:`SECRET_MARK`,
+    and ``public_content`` the file as it would be written from them (for render and
+    previews).
     ``arguments`` are the command-line options the unit passes (never a secret).
     """
 
@@ -87,6 +89,7 @@ class PlannedServiceSettings:
     file_name: str
     content: str = field(repr=False)
     public: dict[str, Any]
+    public_content: str
     arguments: dict[str, Any]
 
     def as_dict(self, *, with_secrets: bool = False) -> dict[str, Any]:
@@ -95,6 +98,7 @@ class PlannedServiceSettings:
             "host": self.host,
             "file_name": self.file_name,
             "public": self.public,
+            "public_content": self.public_content,
             "arguments": self.arguments,
         }
         if with_secrets:
@@ -203,6 +207,16 @@ def _env_line(name: str, value: str) -> str:
     return f'{name}="{escaped}"'
 
 
+def _env_file(environment: Mapping[str, str]) -> str:
+    return "".join(f"{_env_line(name, value)}\n" for name, value in sorted(environment.items()))
+
+
+def _orders_file(settings: Mapping[str, Any]) -> str:
+    header = "# Settings of clusterforge-orders (docs/orders.md), read with --config.\n"
+    body = yaml.safe_dump(dict(settings), sort_keys=True, allow_unicode=True)
+    return header + body
+
+
 def _plan_user_directory(
     host: str, variables: Mapping[str, Any], checkout: Path | None, problems: list[str]
 ) -> PlannedServiceSettings | None:
@@ -261,13 +275,17 @@ def _plan_user_directory(
             field_name != "database_url" or not text.startswith("sqlite:")
         )
         public[field_name] = SECRET_MARK if secret and text else text
-    content = "".join(f"{_env_line(name, value)}\n" for name, value in sorted(environment.items()))
+    content = _env_file(environment)
+    public_content = _env_file(
+        {f"{_USERDIR_ENVIRONMENT_PREFIX}{name.upper()}": value for name, value in public.items()}
+    )
     return PlannedServiceSettings(
         service="user_directory",
         host=host,
         file_name=SERVICES["user_directory"].settings_file_name,
         content=content,
         public=public,
+        public_content=public_content,
         arguments={
             "host": str(variables.get("user_directory_host")),
             "port": int(variables["user_directory_port"]),
@@ -341,16 +359,14 @@ def _plan_order_service(
     notification = public["orders"]["listeners"]["notification"]
     if notification.get("webhook-url"):
         notification["webhook-url"] = SECRET_MARK
-    content = (
-        "# Settings of clusterforge-orders (docs/orders.md), read with --config.\n"
-        + yaml.safe_dump(settled, sort_keys=True, allow_unicode=True, default_flow_style=False)
-    )
+    content = _orders_file(settled)
     return PlannedServiceSettings(
         service="order_service",
         host=host,
         file_name=SERVICES["order_service"].settings_file_name,
         content=content,
         public=public,
+        public_content=_orders_file(public),
         arguments={"host": settings.orders.host, "port": settings.orders.port},
     )
 
