@@ -35,6 +35,10 @@ from clusterforge.model import plain_data
 from clusterforge.plan import build_plan
 from clusterforge.services_plan import SERVICES
 
+# Plugins built from this project's folders (source: build) are found relative to the
+# checkout this action belongs to, whichever playbook (site.yml, a molecule verify) runs it.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
 
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
@@ -49,14 +53,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         hostvars = task_vars.get("hostvars", {})
         first = hostvars[hosts[0]] if hosts else {}
         inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
-        project_root = Path(task_vars.get("playbook_dir") or Path.cwd()).parent
         try:
             plan = build_plan(
                 [(host, self._model_vars(hostvars[host])) for host in hosts],
                 inventory_dir=inventory_dir,
                 consoles_vars=[(host, self._model_vars(hostvars[host])) for host in console_hosts],
                 observed=plain_data(self._task.args.get("observed") or {}),
-                project_root=project_root,
+                project_root=PROJECT_ROOT,
                 services_vars={
                     service: [
                         (host, self._templated(select_service_vars(hostvars[host])))
