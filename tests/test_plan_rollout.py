@@ -11,7 +11,11 @@ from clusterforge.plan import DowngradeRefusedError, plan_rollout, restart_reaso
 
 
 def nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:
-    return [(f"os-{i}", {"ansible_host": f"127.0.0.{10 + i}", **overrides}) for i in (1, 2, 3)]
+    """Three open-mode nodes (as `running` reports them); tls is the schema's default."""
+    base = {"opensearch_security_mode": "open"}
+    return [
+        (f"os-{i}", {"ansible_host": f"127.0.0.{10 + i}", **base, **overrides}) for i in (1, 2, 3)
+    ]
 
 
 def running(version: str = "2.19.4", **extra: Any) -> dict[str, Any]:

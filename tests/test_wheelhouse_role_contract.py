@@ -78,7 +78,8 @@ def _includes_of_the_internal_role(role: str) -> list[dict[str, Any]]:
     for path in sorted((ROLES / role / "tasks").glob("*.yml")):
         for task in load(path) or []:
             include = task.get("ansible.builtin.include_role")
-            if include and include["name"] == INTERNAL_ROLE:
+            # By its fully qualified name: the roles are the collection clusterforge.stack's.
+            if include and include["name"] == f"clusterforge.stack.{INTERNAL_ROLE}":
                 includes.append({"task": task, "include": include, "file": path.name})
     return includes
 

@@ -56,20 +56,25 @@ class InventoryReader:
         self._loader = DataLoader()
         try:
             if vault_password_file is not None:
-                from ansible.cli import CLI
-
-                secrets = CLI.setup_vault_secrets(
-                    self._loader,
-                    vault_ids=[],
-                    vault_password_files=[str(vault_password_file)],
-                    ask_vault_pass=False,
-                )
-                self._loader.set_vault_secrets(secrets)
+                self._use_vault_password_file(vault_password_file)
             self._manager = InventoryManager(loader=self._loader, sources=[str(inventory)])
         except AnsibleError as error:
             raise InventoryReadError(_one_line(error)) from None
         self._variables = VariableManager(loader=self._loader, inventory=self._manager)
         self.directory = inventory if inventory.is_dir() else inventory.parent
+
+    def _use_vault_password_file(self, vault_password_file: Path) -> None:
+        from ansible.parsing.vault import VaultSecretsContext, get_file_vault_secret
+
+        secret = get_file_vault_secret(filename=str(vault_password_file), loader=self._loader)
+        secret.load()
+        secrets = [("default", secret)]
+        self._loader.set_vault_secrets(secrets)
+        # Values tagged !vault inside plain files are decrypted through Ansible's one
+        # process-wide context; it can be set once per process (as ansible's own CLI
+        # does), so a second reader in the same process keeps the first one's secrets.
+        if VaultSecretsContext.current(optional=True) is None:
+            VaultSecretsContext.initialize(VaultSecretsContext(secrets))
 
     def hosts_vars(
         self,
