@@ -42,12 +42,14 @@ class FetchedArtifact:
     fetched: bool  # False when the cache already had it
 
 
-def sha512_of(path: Path) -> str:
-    digest = hashlib.sha512()
+def file_digest(path: Path, algorithm: str) -> str:
+    """The hex digest of a file's bytes, read in blocks (archives are large)."""
     with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, algorithm).hexdigest()
+
+
+def sha512_of(path: Path) -> str:
+    return file_digest(path, "sha512")
 
 
 def fetch_maven_artifact(coordinates: str, version: str, packaging: str) -> FetchedArtifact:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterforge.artifacts import cache_dir
+from clusterforge.artifacts import cache_dir, file_digest
 from clusterforge.errors import ClusterforgeError
 
 MANIFEST_NAME = "clusterforge-wheelhouse.json"
@@ -171,14 +171,6 @@ def wheelhouse_root(distribution: str | None = None) -> Path:
     return root if distribution is None else root / distribution
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _run_pip(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 (pip, with arguments built here)
         list(command), capture_output=True, text=True, check=False, timeout=PIP_WHEEL_TIMEOUT_S
@@ -208,7 +200,7 @@ def _write_manifest(
     project_root: Path,
 ) -> dict[str, object]:
     wheel_hashes = {
-        path.name: _sha256_of(path) for path in sorted(wheels_dir.glob("*.whl"), key=str)
+        path.name: file_digest(path, "sha256") for path in sorted(wheels_dir.glob("*.whl"), key=str)
     }
     project_wheels = [name for name in wheel_hashes if name.startswith(f"{distribution}-")]
     if len(project_wheels) != 1:
