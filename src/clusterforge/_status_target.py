@@ -202,55 +202,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-_plugin_loader_ready = False
-_READ_PREFIXES = ("opensearch_", "dashboards_", "user_directory_", "order_service_")
+def _select_status_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's variables (and ``ansible_host``) plus the services' own."""
+    from clusterforge.cli import select_model_vars, select_service_vars
+
+    return {**select_model_vars(host_vars), **select_service_vars(host_vars)}
 
 
 def _read_inventory_groups(
     inventory: Path, vault_password_file: Path | None, groups: tuple[str, ...]
 ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """(host, templated variables) per group, vault included.
+    """(host, templated variables) per group, vault included, read as ``scripts/render``
+    reads them."""
+    from clusterforge.cli import InventoryReader, InventoryReadError
 
-    clusterforge.cli.load_inventory_nodes cannot decrypt vaulted variables and keeps only
-    the model's prefixes; status needs both, so it reads the inventory the same way here.
-    """
-    from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.parsing.vault import VaultSecret
-    from ansible.plugins.loader import init_plugin_loader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
-
-    if not inventory.exists():
-        raise StatusConfigError(f"the inventory {inventory} does not exist")
-    # Lookups in the inventory (the lab reads its secrets with ansible.builtin.file) need
-    # the plugin loader, which only ansible's own CLIs initialize.
-    global _plugin_loader_ready  # once per process, as ansible's CLIs do
-    if not _plugin_loader_ready:
-        init_plugin_loader()
-        _plugin_loader_ready = True
-    loader = DataLoader()
-    if vault_password_file is not None:
-        secret = _read_secret(vault_password_file).encode()
-        loader.set_vault_secrets([("default", VaultSecret(secret))])
     try:
-        manager = InventoryManager(loader=loader, sources=[str(inventory)])
-        variables = VariableManager(loader=loader, inventory=manager)
-        result: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        for group in groups:
-            hosts = []
-            for host in manager.get_hosts(pattern=group) if group in manager.groups else []:
-                host_vars = variables.get_vars(host=host)
-                templar = Templar(loader=loader, variables=host_vars)
-                selected = {
-                    key: templar.template(value)
-                    for key, value in host_vars.items()
-                    if key.startswith(_READ_PREFIXES) or key == "ansible_host"
-                }
-                hosts.append((host.name, selected))
-            result[group] = hosts
-    except AnsibleError as error:
+        reader = InventoryReader(inventory, vault_password_file=vault_password_file)
+        result = {group: reader.hosts_vars(group, _select_status_vars) for group in groups}
+    except InventoryReadError as error:
         hint = " (pass --vault-password-file FILE)" if "vault" in str(error).lower() else ""
         raise StatusConfigError(f"cannot read the inventory {inventory}: {error}{hint}") from error
     if not result["opensearch"]:

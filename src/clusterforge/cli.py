@@ -53,6 +53,7 @@ class InventoryReader:
 
         if not inventory.exists():
             raise InventoryReadError(f"{inventory}: no such inventory file or directory")
+        _ensure_plugin_loader()
         self._loader = DataLoader()
         try:
             if vault_password_file is not None:
@@ -100,6 +101,20 @@ class InventoryReader:
         except AnsibleError as error:
             raise InventoryReadError(_one_line(error)) from None
         return nodes
+
+
+_plugin_loader_ready = False
+
+
+def _ensure_plugin_loader() -> None:
+    """Lookups in an inventory (the lab reads its secrets with ansible.builtin.file) need
+    Ansible's plugin loader, which only its own CLIs initialize, once per process."""
+    global _plugin_loader_ready
+    if not _plugin_loader_ready:
+        from ansible.plugins.loader import init_plugin_loader
+
+        init_plugin_loader()
+        _plugin_loader_ready = True
 
 
 def _one_line(error: Exception) -> str:
