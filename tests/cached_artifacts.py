@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.artifacts import SECURITY_PLUGIN_COORDINATES, fetch_engine, fetch_maven_artifact
+from clusterforge.artifacts import fetch_engine, fetch_maven_artifact
 from clusterforge.errors import ArtifactError
 from clusterforge.model import Distribution
+from clusterforge.plugins import SECURITY_PLUGIN_COORDINATES
 
 ENGINE_VERSION = "2.19.4"
 

@@ -20,11 +20,11 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from clusterforge.artifacts import fetch_engine, fetch_security_plugin
+from clusterforge.artifacts import fetch_engine
 from clusterforge.cli import load_inventory_nodes
 from clusterforge.lab.cluster import Lab, LabNode, choose_network
 from clusterforge.model import build_cluster
-from clusterforge.plugins import fetch_plugin
+from clusterforge.plugins import fetch_plugin, fetch_security_plugin
 from clusterforge.render import render_node_files
 
 REPO = Path(__file__).resolve().parents[2]

@@ -165,24 +165,3 @@ def fetch_engine(distribution: Distribution) -> FetchedArtifact:
                 raise
     partial.replace(target)
     return FetchedArtifact(target, fetched=True)
-
-
-SECURITY_PLUGIN_COORDINATES = "org.opensearch.plugin:opensearch-security"
-
-
-def fetch_security_plugin(engine_version: str, local_path: str | None) -> FetchedArtifact:
-    """The security plugin zip for the engine (Maven's ``<version>.0``, or a local zip),
-    checked against the engine version before any host is touched."""
-    from clusterforge.plugins import check_plugin  # plugins builds on this module
-
-    if local_path:
-        source = Path(local_path)
-        if not source.is_file():
-            raise ArtifactError(
-                f"opensearch_security_plugin_path {local_path!r} is not a file on the control node"
-            )
-        fetched = FetchedArtifact(source, fetched=False)
-    else:
-        fetched = fetch_maven_artifact(SECURITY_PLUGIN_COORDINATES, f"{engine_version}.0", "zip")
-    check_plugin(fetched.path, engine_version)
-    return fetched

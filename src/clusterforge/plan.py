@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from clusterforge import services_plan
-from clusterforge.artifacts import fetch_engine, fetch_security_plugin
+from clusterforge.artifacts import fetch_engine
 from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
 from clusterforge.cluster_security import render_cluster_security
 from clusterforge.console import (
@@ -37,7 +37,7 @@ from clusterforge.console import (
 from clusterforge.errors import ClusterforgeError
 from clusterforge.model import Cluster, build_cluster, heap_megabytes, plain_data
 from clusterforge.pki import CA_PASSPHRASE_ENV
-from clusterforge.plugins import fetch_plugin
+from clusterforge.plugins import fetch_plugin, fetch_security_plugin
 from clusterforge.render import (
     ADMIN_CERT_FILE,
     ADMIN_KEY_FILE,

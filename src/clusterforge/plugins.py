@@ -239,3 +239,22 @@ def plan_plugin_changes(
             name for name in installed if name not in listed and name not in PROTECTED_PLUGINS
         )
     return {"install": install, "remove": remove}
+
+
+SECURITY_PLUGIN_COORDINATES = "org.opensearch.plugin:opensearch-security"
+
+
+def fetch_security_plugin(engine_version: str, local_path: str | None) -> FetchedArtifact:
+    """The security plugin zip for the engine (Maven's ``<version>.0``, or a local zip),
+    checked against the engine version before any host is touched."""
+    if local_path:
+        source = Path(local_path)
+        if not source.is_file():
+            raise ArtifactError(
+                f"opensearch_security_plugin_path {local_path!r} is not a file on the control node"
+            )
+        fetched = FetchedArtifact(source, fetched=False)
+    else:
+        fetched = fetch_maven_artifact(SECURITY_PLUGIN_COORDINATES, f"{engine_version}.0", "zip")
+    check_plugin(fetched.path, engine_version)
+    return fetched
