@@ -538,7 +538,7 @@ def test_paging_numbers_are_canonical_too(http: httpx.Client, parameter: str, va
     )
 
 
-@pytest.mark.parametrize("status", ['"1"', "1.0", "true"])
+@pytest.mark.parametrize("status", ['"1"', "true", '"0"', "false"])
 def test_status_in_a_body_must_be_a_json_integer(http: httpx.Client, status: str) -> None:
     user = create(http)
     assert_refused_naming(
@@ -548,3 +548,15 @@ def test_status_in_a_body_must_be_a_json_integer(http: httpx.Client, status: str
     refused = json_request(http, "POST", "/mock-api/users/search", f'{{"statusList":[{status}]}}')
     assert_error(refused, 400)
     assert refused.json()["message"].startswith("statusList.0:")
+
+
+def test_a_status_without_fraction_is_the_integer_json_schema_says_it_is(
+    http: httpx.Client,
+) -> None:
+    # JSON Schema, and so the OpenAPI document, counts 0.0 as the integer 0.
+    user = create(http)
+    changed = json_request(http, "PUT", f"/mock-api/users/{user['id']}", '{"status":0.0}')
+    assert changed.status_code == 200 and changed.json()["status"] == 0
+    assert_refused_naming(
+        json_request(http, "PUT", f"/mock-api/users/{user['id']}", '{"status":0.5}'), "status"
+    )

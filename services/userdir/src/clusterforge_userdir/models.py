@@ -17,7 +17,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
-    Strict,
     StringConstraints,
     WithJsonSchema,
 )
@@ -92,16 +91,35 @@ def refuse_unstorable_text(value: str) -> str:
     return value
 
 
-StorableText = Annotated[str, AfterValidator(refuse_unstorable_text)]
+# Documents the NUL rule in the OpenAPI document, so that schema-driven clients (and
+# tests) know it; lone surrogates are no valid JSON Schema string to begin with.
+NO_NUL_PATTERN = r"^[^\u0000]*$"
+
+StorableText = Annotated[
+    str,
+    AfterValidator(refuse_unstorable_text),
+    Field(json_schema_extra={"pattern": NO_NUL_PATTERN}),
+]
 """Free text the server stores or compares in a query (nickname, keyword)."""
 
 Username = Annotated[str, StringConstraints(pattern=USERNAME_PATTERN)]
 Nickname = Annotated[StorableText, StringConstraints(max_length=NICKNAME_MAX_LENGTH)]
 Keyword = Annotated[StorableText, StringConstraints(max_length=KEYWORD_MAX_LENGTH)]
 Mobile = Annotated[str, StringConstraints(pattern=MOBILE_PATTERN)]
-# Strict: a JSON integer only. Lax parsing would take "1", 1.0 and true as 1.
+
+
+def _refuse_strings_and_booleans(value: Any) -> Any:
+    # Lax parsing took "1" and true as 1. A JSON number with no fraction (1.0) is the
+    # integer 1 to JSON Schema, and so to the OpenAPI document, so it stays accepted.
+    if isinstance(value, str | bool):
+        raise ValueError("must be a JSON integer (0, 1 or 2), not a string or a boolean")
+    return value
+
+
 StatusValue = Annotated[
-    int, Strict(), Field(ge=0, le=2, description="0 disabled, 1 active, 2 locked")
+    int,
+    Field(ge=0, le=2, description="0 disabled, 1 active, 2 locked"),
+    BeforeValidator(_refuse_strings_and_booleans),
 ]
 
 
