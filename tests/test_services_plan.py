@@ -21,6 +21,7 @@ from clusterforge.services_plan import SECRET_MARK, plan_services, role_defaults
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 TOKEN = "t0ken-of-the-test-0123456789"
+EVERY_ADDRESS = "0.0.0.0"  # noqa: S104 (the bind these tests are about)
 
 
 def plan_one(service: str, **variables: Any) -> Any:
@@ -90,6 +91,85 @@ def test_a_bad_user_directory_setting_is_refused_naming_the_variable(
 ) -> None:
     problems = problems_of("user_directory", **variables)
     assert any(problem.startswith(variable) for problem in problems), problems
+
+
+@pytest.mark.parametrize(
+    "bind", [EVERY_ADDRESS, "", "::", "10.20.0.21", "192.168.1.5", "app-1.example.internal"]
+)
+@pytest.mark.parametrize("tokens", [[], [""], None])
+def test_a_user_directory_reachable_from_the_network_needs_a_token(
+    bind: str, tokens: list[str] | None
+) -> None:
+    # It has no read-only mode: whoever reaches the port can create, change and delete users.
+    problems = problems_of(
+        "user_directory", user_directory_host=bind, user_directory_auth_tokens=tokens
+    )
+    assert len(problems) == 1, problems
+    [problem] = problems
+    assert problem.startswith("user_directory_auth_tokens is empty (host svc-1)")
+    assert "user_directory_host" in problem and "not a loopback address" in problem
+    assert "vault_user_directory_auth_token" in problem and "token_urlsafe" in problem
+    assert "bind user_directory_host to 127.0.0.1" in problem
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.61", "::1", "[::1]", "localhost"])
+def test_a_loopback_user_directory_may_run_without_a_token(bind: str) -> None:
+    planned = plan_one("user_directory", user_directory_host=bind)
+    assert planned.public["auth_tokens"] == ""
+    assert planned.arguments["host"] == bind
+
+
+def test_a_user_directory_on_every_address_with_a_token_is_planned() -> None:
+    planned = plan_one(
+        "user_directory", user_directory_host=EVERY_ADDRESS, user_directory_auth_tokens=[TOKEN]
+    )
+    assert planned.arguments["host"] == EVERY_ADDRESS
+    assert planned.public["auth_tokens"] == SECRET_MARK
+
+
+EXAMPLE = CHECKOUT / "inventories" / "example"
+
+
+def example_user_directory_hosts() -> dict[str, dict[str, Any]]:
+    """The example's user_directory hosts as a playbook run sees them, vault decrypted."""
+    from clusterforge.cli import InventoryReader, select_service_vars
+
+    reader = InventoryReader(
+        EXAMPLE, vault_password_file=EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
+    )
+    return dict(reader.hosts_vars("user_directory", select_service_vars))
+
+
+def test_the_example_user_directory_binds_every_address_with_a_vaulted_token() -> None:
+    hosts = example_user_directory_hosts()
+    assert list(hosts) == ["app-1"]
+    variables = hosts["app-1"]
+    assert variables["user_directory_host"] == EVERY_ADDRESS
+    [token] = variables["user_directory_auth_tokens"]
+    assert token.startswith("Example-Only-")
+    vault = EXAMPLE / "group_vars" / "user_directory" / "vault.yml"
+    assert vault.read_text().startswith("$ANSIBLE_VAULT;1.1;AES256\n")
+    assert token not in vault.read_text()
+    planned = plan_services({"user_directory": ["app-1"]}, hosts)["app-1"]["user_directory"]
+    assert f'CLUSTERFORGE_USERDIR_AUTH_TOKENS="{token}"' in planned.content
+    assert token not in planned.public_content
+    # The example without its token is what the preflight now stops.
+    with pytest.raises(InventoryError, match="user_directory_auth_tokens is empty"):
+        plan_services(
+            {"user_directory": ["app-1"]},
+            {"app-1": {**variables, "user_directory_auth_tokens": []}},
+        )
+
+
+def test_the_database_connect_timeout_is_planned_and_bounded() -> None:
+    planned = plan_one("user_directory")
+    assert 'CLUSTERFORGE_USERDIR_DATABASE_CONNECT_TIMEOUT="5"' in planned.content
+    assert planned.public["database_connect_timeout"] == "5"
+    planned = plan_one("user_directory", user_directory_database_connect_timeout=30)
+    assert 'CLUSTERFORGE_USERDIR_DATABASE_CONNECT_TIMEOUT="30"' in planned.content
+    for refused in (0, 1, 301, "soon"):
+        problems = problems_of("user_directory", user_directory_database_connect_timeout=refused)
+        assert problems[0].startswith("user_directory_database_connect_timeout (host svc-1)")
 
 
 def test_a_refused_token_or_url_is_never_printed() -> None:

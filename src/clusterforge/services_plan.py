@@ -144,6 +144,7 @@ def load_settings_module(service: str, *, checkout: Path | None = None) -> types
 
 _USERDIR_FIELD_VARIABLES = {
     "database_url": "user_directory_database_url",
+    "database_connect_timeout": "user_directory_database_connect_timeout",
     "auth_tokens": "user_directory_auth_tokens",
     "max_page_size": "user_directory_max_page_size",
     "list_limit": "user_directory_list_limit",
@@ -152,6 +153,40 @@ _USERDIR_FIELD_VARIABLES = {
 _USERDIR_ENVIRONMENT_PREFIX = "CLUSTERFORGE_USERDIR_"
 _USERDIR_SECRET_FIELDS = frozenset({"database_url", "auth_tokens"})
 _DATABASE_URL_PREFIXES = ("sqlite:///", "postgresql+psycopg://")
+
+
+def _is_loopback_bind(host: str) -> bool:
+    """Whether binding ``host`` keeps the port on this machine (127.0.0.0/8, ::1, localhost).
+
+    A wildcard (0.0.0.0, ::, empty) or any other address or name reaches the network.
+    """
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_user_directory_exposure(
+    problems: list[str], variables: Mapping[str, Any], tokens: frozenset[str], *, host: str
+) -> None:
+    # The user directory has no read-only mode: whoever reaches its port can create,
+    # change and delete users. Without a token that is acceptable on loopback only.
+    bind = str(variables.get("user_directory_host") or "")
+    if tokens or _is_loopback_bind(bind):
+        return
+    problems.append(
+        f"user_directory_auth_tokens is empty (host {host}) while user_directory_host is "
+        f"{bind or '(empty: every address)'!r}, not a loopback address, so anyone who reaches "
+        f"port {variables.get('user_directory_port')} could create, change and delete users; "
+        "set user_directory_auth_tokens to a vaulted token, e.g. "
+        '["{{ vault_user_directory_auth_token }}"] with the token made by '
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))', "
+        "or bind user_directory_host to 127.0.0.1"
+    )
 
 
 def _effective_database_url(value: Any, data_dir: Any, file_name: str) -> str:
@@ -240,6 +275,7 @@ def _plan_user_directory(
     _check_database_url(problems, "user_directory_database_url", database_url)
     settings_input = {
         "database_url": database_url,
+        "database_connect_timeout": variables.get("user_directory_database_connect_timeout"),
         "auth_tokens": ",".join(str(token) for token in tokens),
         "max_page_size": variables.get("user_directory_max_page_size"),
         "list_limit": variables.get("user_directory_list_limit"),
@@ -263,6 +299,7 @@ def _plan_user_directory(
             )
         )
         return None
+    _check_user_directory_exposure(problems, variables, settings.accepted_tokens(), host=host)
     if len(problems) > before:
         return None
     environment: dict[str, str] = {}

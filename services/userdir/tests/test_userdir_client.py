@@ -30,7 +30,13 @@ from clusterforge_userdir import (
     UserUpdateRequest,
     unwrap_strict,
 )
-from userdir_support import RunningServer, free_port, serve_in_thread, unique_username
+from userdir_support import (
+    RecordingServer,
+    RunningServer,
+    free_port,
+    serve_in_thread,
+    unique_username,
+)
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 SECRET_TOKEN = "client-secret-token-do-not-log-0123"
@@ -248,6 +254,19 @@ def test_trace_id_set_by_the_caller_is_kept_and_each_call_gets_its_own(
     assert first.trace_id != second.trace_id
 
 
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+@pytest.mark.parametrize("name", ["X-Trace-Id", "x-trace-id"])
+def test_a_blank_trace_id_from_the_caller_is_replaced_by_a_new_one(name: str, blank: str) -> None:
+    # The spec generates a trace id when the caller has not set one; a blank one is none.
+    recorder = RecordingServer()
+    with recorder.running() as base_url, echo_client_at(base_url) as c:
+        c.exchange("GET", "/mock-api/health", headers={name: blank})
+        c.exchange("POST", "/mock-api/users", json_body={"username": "u"}, headers={name: blank})
+    assert len(recorder.requests) == 2
+    for request in recorder.requests:
+        assert HEX32.match(request.headers["x-trace-id"]), request.headers
+
+
 # ---------------------------------------------------------------- URL rules 1-4
 
 
@@ -285,6 +304,56 @@ def test_path_variables_by_position_and_by_name(echo_server: RunningServer) -> N
             "GET", "/echo/orgs/{orgId}/users/{userId}", path_variables={"userId": 5, "orgId": 9}
         )
         assert two.json()["rawPath"] == "/echo/orgs/9/users/5"
+
+
+def echo_client_at(base_url: str) -> UserDirectoryClient:
+    return UserDirectoryClient(config=ClientConfig(root_uri=base_url))
+
+
+DOT_SEGMENT_CALLS: list[tuple[str, Any]] = [
+    ("get_org_user('..', 1)", lambda c: c.get_org_user("..", 1)),
+    ("get_org_user(1, '..')", lambda c: c.get_org_user(1, "..")),
+    ("get_org_user('.', 1)", lambda c: c.get_org_user(".", 1)),
+    ("delete_user('.')", lambda c: c.delete_user(".")),
+    ("delete_user('..')", lambda c: c.delete_user("..")),
+    ("get_user('..')", lambda c: c.get_user("..")),
+    ("update_user('.', ...)", lambda c: c.update_user(".", UserUpdateRequest(status=0))),
+    ("get_user_result('..')", lambda c: c.get_user_result("..")),
+    (
+        "exchange by name",
+        lambda c: c.exchange("DELETE", "/mock-api/users/{id}", path_variables={"id": ".."}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "send"), DOT_SEGMENT_CALLS, ids=[c for c, _ in DOT_SEGMENT_CALLS])
+def test_dot_segments_are_refused_before_anything_is_sent(call: str, send: Any) -> None:
+    # Sent as they were, httpx normalised them away: get_org_user("..", 1) reached
+    # GET /mock-api/users/1 and delete_user(".") DELETE /mock-api/users.
+    recorder = RecordingServer()
+    with recorder.running() as base_url, echo_client_at(base_url) as c:
+        with pytest.raises(UrlTemplateError, match="dot segment"):
+            send(c)
+        assert c.get_org_user(7, 1) is not None  # the server is there, and answers
+    assert recorder.request_lines == ["GET /mock-api/orgs/7/users/1 HTTP/1.1"]
+
+
+@pytest.mark.parametrize(
+    ("value", "raw_path"),
+    [
+        ("...", "/mock-api/users/..."),
+        (".a", "/mock-api/users/.a"),
+        ("a..", "/mock-api/users/a.."),
+        ("%2E%2E", "/mock-api/users/%252E%252E"),
+        ("../1", "/mock-api/users/..%2F1"),
+        ("./", "/mock-api/users/.%2F"),
+    ],
+)
+def test_other_values_with_dots_stay_one_segment_on_the_wire(value: str, raw_path: str) -> None:
+    recorder = RecordingServer()
+    with recorder.running() as base_url, echo_client_at(base_url) as c:
+        c.exchange("GET", "/mock-api/users/{id}", value)
+    assert recorder.request_lines == [f"GET {raw_path} HTTP/1.1"]
 
 
 def test_a_name_that_matches_no_placeholder_raises_before_sending() -> None:

@@ -91,3 +91,31 @@ def test_duration_units_agree(milliseconds: int) -> None:
     assert seconds == pytest.approx(milliseconds / 1000)
     assert parse_duration(str(milliseconds), key=key) == seconds
     assert parse_duration(f"{milliseconds / 1000}s", key=key) == pytest.approx(seconds)
+
+
+TOKEN_IN_FILE = "file-token-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("line", "line_number"),
+    [
+        (f'    bearer-token: "{TOKEN_IN_FILE}\n', 4),  # unterminated quote: found at the end
+        (f"    bearer-token: {TOKEN_IN_FILE}: x\n", 3),  # a second colon
+        (f"    bearer-token: *{TOKEN_IN_FILE}\n", 3),  # an alias PyYAML would name
+        (f"    bearer-token: !{TOKEN_IN_FILE} x\n", 3),  # a tag PyYAML would name
+        (f"    bearer-token: {TOKEN_IN_FILE}\n   root-uri: [\n", 4),  # bad indentation
+    ],
+)
+def test_a_yaml_error_names_the_place_but_never_echoes_the_file(
+    tmp_path: Path, line: str, line_number: int
+) -> None:
+    import traceback
+
+    file = tmp_path / "application.yml"
+    file.write_text("demo:\n  rest-template:\n" + line, encoding="utf-8")
+    with pytest.raises(ClientConfigError) as refused:
+        load_client_config(yaml_file=file, environ={})
+    message = str(refused.value)
+    assert f"{file} is not valid YAML at line {line_number}" in message
+    shown = "".join(traceback.format_exception(refused.value))
+    assert TOKEN_IN_FILE not in shown

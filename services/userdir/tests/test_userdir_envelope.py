@@ -60,3 +60,29 @@ def test_null_envelope_is_500_and_blank_message_gets_the_default(unwrap: object)
         with pytest.raises(RemoteCallError) as failed:
             unwrap(ApiResult[int](code=500, message=blank))
         assert (failed.value.status_code, failed.value.message) == (200, "远程接口业务处理失败")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        " ok ",
+        "ok ",
+        " ok",
+        "ok\n",
+        "\tOK",
+        " success ",
+        "success\n",
+        " 操作成功",
+        "操作成功 ",
+        "o\u212a",  # KELVIN SIGN, which Unicode case folding turns into k
+        "\u017fuccess",  # LATIN SMALL LETTER LONG S, folded to s
+        "ｏｋ",  # fullwidth
+    ],
+)
+def test_the_words_must_match_exactly_but_for_ascii_case(message: str) -> None:
+    result = ApiResult[int](code=0, message=message, data=5)
+    assert not is_success_strict(result)
+    assert not is_success_lenient(result)
+    with pytest.raises(RemoteCallError) as failure:
+        unwrap_strict(result)
+    assert failure.value.status_code == 200

@@ -406,3 +406,157 @@ def test_placeholder_or_short_tokens_are_refused(token: str) -> None:
 
     with pytest.raises(ValueError, match="placeholder or shorter"):
         ServerSettings(auth_tokens=token)
+
+
+# ---------------------------------------------------------------- text the database refuses
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def server_on_each_backend(
+    request: pytest.FixtureRequest, start_userdir_server: StartServer
+) -> RunningServer:
+    """A fresh server on SQLite, then on PostgreSQL (skipped without a PostgreSQL server)."""
+    if request.param == "postgresql":
+        return start_userdir_server(database_url=request.getfixturevalue("postgres_database_url"))
+    return start_userdir_server()
+
+
+def assert_refused_naming(response: httpx.Response, field: str, *, envelope: bool = False) -> None:
+    """400 in the spec's error body (or an envelope with code 400) whose message names field."""
+    assert response.status_code == (200 if envelope else 400), response.text
+    body = response.json()
+    assert body["code"] == 400
+    named = body["message"].split(":")[0]
+    assert named == field or named.endswith(f".{field}"), body["message"]
+
+
+def json_request(http: httpx.Client, method: str, path: str, raw_json: str) -> httpx.Response:
+    # Written by hand: the escapes (\u0000, \ud800) must reach the server as sent.
+    return http.request(
+        method, path, content=raw_json.encode(), headers={"Content-Type": "application/json"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("escape", "character"), [("\\u0000", "NUL"), ("\\ud800", "lone surrogate")]
+)
+def test_text_no_database_can_store_is_400_naming_the_field(
+    server_on_each_backend: RunningServer, escape: str, character: str
+) -> None:
+    # PostgreSQL refuses NUL in text, and no backend can encode a lone surrogate: both
+    # were a 500 waiting to happen.
+    with httpx.Client(base_url=server_on_each_backend.base_url, timeout=10) as http:
+        user = create(http, nickname="kept")
+        name = unique_username()
+        nickname = f'"a{escape}b"'
+        assert_refused_naming(
+            json_request(
+                http, "POST", "/mock-api/users", f'{{"username":"{name}","nickname":{nickname}}}'
+            ),
+            "nickname",
+        )
+        assert_refused_naming(
+            json_request(
+                http,
+                "POST",
+                "/mock-api/result/users",
+                f'{{"username":"{name}","nickname":{nickname}}}',
+            ),
+            "nickname",
+            envelope=True,
+        )
+        assert_refused_naming(
+            json_request(
+                http, "PUT", f"/mock-api/users/{user['id']}", f'{{"nickname":{nickname}}}'
+            ),
+            "nickname",
+        )
+        assert_refused_naming(
+            json_request(http, "POST", "/mock-api/users/search", f'{{"keyword":"{escape}"}}'),
+            "keyword",
+        )
+        if character == "NUL":  # a query string cannot carry a lone surrogate
+            assert_refused_naming(http.get("/mock-api/users?keyword=a%00b"), "keyword")
+        assert http.get("/mock-api/users").json() == [user]  # nothing stored, nothing changed
+        assert http.get("/mock-api/health").text == "UP"
+
+
+def test_any_other_text_is_stored_as_sent(server_on_each_backend: RunningServer) -> None:
+    with httpx.Client(base_url=server_on_each_backend.base_url, timeout=10) as http:
+        nickname = "机械键盘 \U0001f3b9\ttab\u200bzero-width"
+        user = create(http, nickname=nickname)
+        assert http.get(f"/mock-api/users/{user['id']}").json()["nickname"] == nickname
+        found = http.post("/mock-api/users/search", json={"keyword": "键盘"}).json()
+        assert [u["id"] for u in found] == [user["id"]]
+
+
+# ---------------------------------------------------------------- canonical whole numbers
+
+# Each was taken for 1 or 10 before: one user had many URLs, and a typo reached another.
+NOT_CANONICAL = [
+    "1_0",
+    "+1",
+    "%201",
+    "1%20",
+    "1.0",
+    "01",
+    "00",
+    "1e0",
+    "0x1",
+    "-1",
+    "%D9%A1",  # ARABIC-INDIC DIGIT ONE
+    "%EF%BC%91",  # FULLWIDTH DIGIT ONE
+    "10000000000000000000",  # 20 digits
+]
+
+
+@pytest.mark.parametrize("value", NOT_CANONICAL)
+def test_ids_are_accepted_only_in_canonical_decimal(http: httpx.Client, value: str) -> None:
+    user = create(http)
+    assert_refused_naming(http.get(f"/mock-api/users/{value}"), "id")
+    assert_refused_naming(http.put(f"/mock-api/users/{value}", json={"nickname": "x"}), "id")
+    assert_refused_naming(http.delete(f"/mock-api/users/{value}"), "id")
+    assert_refused_naming(http.get(f"/mock-api/orgs/{value}/users/{user['id']}"), "orgId")
+    assert_refused_naming(http.get(f"/mock-api/orgs/1/users/{value}"), "userId")
+    assert_refused_naming(http.get(f"/mock-api/result/users/{value}"), "id", envelope=True)
+    assert http.get(f"/mock-api/users/{user['id']}").json() == user  # untouched
+
+
+def test_canonical_ids_up_to_the_largest_are_accepted(http: httpx.Client) -> None:
+    user = create(http)
+    assert http.get(f"/mock-api/orgs/1/users/{user['id']}").json() == user
+    assert_error(http.get(f"/mock-api/users/{2**63 - 1}"), 404)
+    assert_refused_naming(http.get(f"/mock-api/users/{2**63}"), "id")  # 19 digits, too large
+
+
+@pytest.mark.parametrize("value", ["+1", "01", "1.0", "1_0", " 1", "1 "])
+@pytest.mark.parametrize("parameter", ["pageNum", "pageSize"])
+def test_paging_numbers_are_canonical_too(http: httpx.Client, parameter: str, value: str) -> None:
+    assert_refused_naming(http.get("/mock-api/users", params={parameter: value}), parameter)
+    assert_refused_naming(
+        http.get("/mock-api/result/users/page", params={parameter: value}), parameter, envelope=True
+    )
+
+
+@pytest.mark.parametrize("status", ['"1"', "true", '"0"', "false"])
+def test_status_in_a_body_must_be_a_json_integer(http: httpx.Client, status: str) -> None:
+    user = create(http)
+    assert_refused_naming(
+        json_request(http, "PUT", f"/mock-api/users/{user['id']}", f'{{"status":{status}}}'),
+        "status",
+    )
+    refused = json_request(http, "POST", "/mock-api/users/search", f'{{"statusList":[{status}]}}')
+    assert_error(refused, 400)
+    assert refused.json()["message"].startswith("statusList.0:")
+
+
+def test_a_status_without_fraction_is_the_integer_json_schema_says_it_is(
+    http: httpx.Client,
+) -> None:
+    # JSON Schema, and so the OpenAPI document, counts 0.0 as the integer 0.
+    user = create(http)
+    changed = json_request(http, "PUT", f"/mock-api/users/{user['id']}", '{"status":0.0}')
+    assert changed.status_code == 200 and changed.json()["status"] == 0
+    assert_refused_naming(
+        json_request(http, "PUT", f"/mock-api/users/{user['id']}", '{"status":0.5}'), "status"
+    )

@@ -40,12 +40,19 @@ def test_multi_valued_status_forms(statuses: list[int]) -> None:
     assert joined == [("status", ",".join(str(s) for s in statuses))]
 
 
-@given(st.text(min_size=1, max_size=30))
+@given(st.text(min_size=1, max_size=30).filter(lambda text: text not in {".", ".."}))
 def test_single_path_variable_is_one_encoded_segment(value: str) -> None:
     path = expand_path("/mock-api/users/{id}", value)
     segment = path.removeprefix("/mock-api/users/")
     assert "/" not in segment and "?" not in segment and "#" not in segment
+    assert segment not in {".", ".."}
     assert unquote(segment) == value
+
+
+@pytest.mark.parametrize("value", [".", ".."])
+def test_dot_segments_are_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(UrlTemplateError, match=r"'orgId'.*dot segment"):
+        expand_path("/mock-api/orgs/{orgId}/users/{userId}", named={"orgId": value, "userId": 1})
 
 
 def test_several_path_variables_by_name_in_any_order() -> None:

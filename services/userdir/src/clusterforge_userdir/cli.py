@@ -16,6 +16,7 @@ from pathlib import Path
 
 try:
     import uvicorn
+    from sqlalchemy.exc import OperationalError
 
     from .migrate import upgrade_database
     from .settings import DEFAULT_DATABASE_URL, DEFAULT_PORT, ServerSettings
@@ -65,9 +66,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(f"clusterforge-userdir: {problem}") from None
 
     # Migrate once here, so several workers never race to create the schema.
-    engine = create_database_engine(settings.database_url)
+    engine = create_database_engine(
+        settings.database_url, connect_timeout=settings.database_connect_timeout
+    )
     try:
         upgrade_database(engine)
+    except OperationalError as error:
+        # psycopg's own message names host and port, never the password; SQLAlchemy's
+        # wrapper would add the statement and a link.
+        raise SystemExit(
+            f"clusterforge-userdir: cannot reach the database to migrate it (waited at most "
+            f"{settings.database_connect_timeout} s to connect, "
+            f"CLUSTERFORGE_USERDIR_DATABASE_CONNECT_TIMEOUT): {error.orig}"
+        ) from None
     finally:
         engine.dispose()
     os.environ["CLUSTERFORGE_USERDIR_MIGRATE_ON_START"] = "false"

@@ -337,7 +337,12 @@ class UserDirectoryClient:
             headers["X-Tenant-Id"] = self.config.tenant_id
         if has_body:
             headers["Content-Type"] = "application/json"
-        headers.update(overrides or {})
+        for name, value in (overrides or {}).items():
+            # A blank trace id is no trace id: the spec generates one when the caller
+            # has not set it, and an empty header would join nothing to this request.
+            if name.lower() == "x-trace-id" and not value.strip():
+                continue
+            headers[name] = value
         if not any(name.lower() == "x-trace-id" for name in headers):
             headers["X-Trace-Id"] = new_trace_id()
         return headers

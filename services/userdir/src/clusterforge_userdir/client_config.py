@@ -131,8 +131,7 @@ def load_client_config(
     """The client config from a YAML file and the environment (which wins)."""
     raw: dict[str, Any] = {}
     if yaml_file is not None:
-        with open(yaml_file, encoding="utf-8") as stream:
-            document = yaml.safe_load(stream) or {}
+        document = _read_yaml(yaml_file)
         if not isinstance(document, Mapping):
             raise ClientConfigError(f"{yaml_file} must hold a mapping with a 'demo' key")
         raw.update({k: v for k, v in _flatten(document).items() if k.startswith(KEY_PREFIX)})
@@ -152,6 +151,25 @@ def load_client_config(
             )
         values[_FIELDS[suffix]] = _convert(suffix, value, key=full_key)
     return ClientConfig(**values)
+
+
+def _read_yaml(yaml_file: Path | str) -> Any:
+    """The file's document; a syntax error names the line and column, never the text.
+
+    PyYAML's messages can quote the file (a snippet of the line, an alias or a tag), and
+    the line at fault may be the bearer token's. The original error is not chained, so a
+    traceback does not show it either.
+    """
+    try:
+        with open(yaml_file, encoding="utf-8") as stream:
+            return yaml.safe_load(stream) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ClientConfigError(
+            f"{yaml_file} is not valid YAML{where}; check the quoting and indentation there "
+            "(its text is not shown: it may hold demo.rest-template.bearer-token)"
+        ) from None
 
 
 def _convert(suffix: str, value: Any, *, key: str) -> Any:

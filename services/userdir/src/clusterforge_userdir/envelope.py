@@ -5,6 +5,8 @@ Two rules, as the spec has them:
 - lenient: successful when ``code == 200`` or ``message`` equals ``success`` (any case);
 - strict: the same, and ``message`` may also be ``ok`` or ``操作成功`` (any case).
 
+"Equals" is exact but for ASCII letter case: no surrounding spaces, no look-alikes.
+
 Both turn a missing envelope into ``RemoteCallError`` 500 and an unsuccessful one into
 ``RemoteCallError`` 200 carrying its message (or 远程接口业务处理失败 when blank).
 """
@@ -25,7 +27,15 @@ _STRICT_MESSAGES = frozenset({"success", "ok", "操作成功"})
 
 
 def _message_in(message: str | None, accepted: frozenset[str]) -> bool:
-    return message is not None and message.strip().casefold() in accepted
+    """Whether ``message`` equals one of ``accepted``, ignoring ASCII case only.
+
+    Nothing is trimmed: " ok " is not "ok". Case is folded for ASCII text only, because
+    full Unicode folding would take look-alikes for the words (the Kelvin sign K folds to
+    k, the long s to s).
+    """
+    if message is None:
+        return False
+    return (message.lower() if message.isascii() else message) in accepted
 
 
 def is_success_lenient(result: ApiResult[Any]) -> bool:

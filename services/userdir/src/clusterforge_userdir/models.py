@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -75,10 +76,51 @@ LocalDateTime = Annotated[
 ]
 """A local date-time written ``yyyy-MM-ddTHH:mm:ss`` (no fraction, no zone)."""
 
+
+def refuse_unstorable_text(value: str) -> str:
+    """Refuse text a database cannot store, so that it gets 400 instead of a 500.
+
+    PostgreSQL refuses the NUL character in any text value, and neither backend can
+    encode a lone surrogate (half of a UTF-16 pair) as UTF-8. The JSON parser already
+    refuses lone surrogates in bodies; this also covers text from any other source.
+    """
+    if "\x00" in value:
+        raise ValueError("must not contain the NUL character (U+0000); remove it")
+    if any("\ud800" <= character <= "\udfff" for character in value):
+        raise ValueError("must not contain a lone surrogate (U+D800 to U+DFFF); send valid UTF-8")
+    return value
+
+
+# Documents the NUL rule in the OpenAPI document, so that schema-driven clients (and
+# tests) know it; lone surrogates are no valid JSON Schema string to begin with.
+NO_NUL_PATTERN = r"^[^\u0000]*$"
+
+StorableText = Annotated[
+    str,
+    AfterValidator(refuse_unstorable_text),
+    Field(json_schema_extra={"pattern": NO_NUL_PATTERN}),
+]
+"""Free text the server stores or compares in a query (nickname, keyword)."""
+
 Username = Annotated[str, StringConstraints(pattern=USERNAME_PATTERN)]
-Nickname = Annotated[str, StringConstraints(max_length=NICKNAME_MAX_LENGTH)]
+Nickname = Annotated[StorableText, StringConstraints(max_length=NICKNAME_MAX_LENGTH)]
+Keyword = Annotated[StorableText, StringConstraints(max_length=KEYWORD_MAX_LENGTH)]
 Mobile = Annotated[str, StringConstraints(pattern=MOBILE_PATTERN)]
-StatusValue = Annotated[int, Field(ge=0, le=2, description="0 disabled, 1 active, 2 locked")]
+
+
+def _refuse_strings_and_booleans(value: Any) -> Any:
+    # Lax parsing took "1" and true as 1. A JSON number with no fraction (1.0) is the
+    # integer 1 to JSON Schema, and so to the OpenAPI document, so it stays accepted.
+    if isinstance(value, str | bool):
+        raise ValueError("must be a JSON integer (0, 1 or 2), not a string or a boolean")
+    return value
+
+
+StatusValue = Annotated[
+    int,
+    Field(ge=0, le=2, description="0 disabled, 1 active, 2 locked"),
+    BeforeValidator(_refuse_strings_and_booleans),
+]
 
 
 class CamelModel(BaseModel):
@@ -140,7 +182,7 @@ class UserChangesBody(UserUpdateRequest):
 
 
 class UserSearchBody(UserSearchRequest):
-    keyword: Annotated[str, StringConstraints(max_length=KEYWORD_MAX_LENGTH)] | None = None
+    keyword: Keyword | None = None
     status_list: Annotated[list[StatusValue], Field(max_length=STATUS_LIST_MAX_ITEMS)] | None = None
 
 

@@ -11,6 +11,7 @@ the service scales out with worker processes (``--workers``) instead of threads.
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from fastapi import APIRouter, Body, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -31,6 +32,7 @@ from .models import (
     ErrorBody,
     NewUserBody,
     PageResponse,
+    StorableText,
     UserChangesBody,
     UserResponse,
     UserSearchBody,
@@ -59,7 +61,26 @@ _ENVELOPE_ERRORS: dict[int | str, dict[str, Any]] = {
     413: _ERRORS[413],
 }
 
-UserId = Annotated[int, Path(ge=1, le=MAX_ID, description="user id")]
+# Whole numbers in paths and query strings are accepted only as the server writes them:
+# ASCII digits, no sign, spaces, underscores, fraction or leading zero, at most 19 digits.
+# Lax parsing took "1_0" as 10 and "+1", " 1", "1.0" and "01" as 1, so one user had many
+# URLs and a typo reached another user.
+_CANONICAL_WHOLE_NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def _canonical_whole_number(value: Any) -> Any:
+    if isinstance(value, str) and not _CANONICAL_WHOLE_NUMBER.fullmatch(value):
+        raise ValueError(
+            "must be a whole number in plain decimal digits (no sign, space, underscore, "
+            "fraction or leading zero, at most 19 digits), e.g. 42"
+        )
+    return value
+
+
+# After the Path or Query marker: placed before it, FastAPI documents ge/le under their
+# Python names instead of minimum/maximum.
+CANONICAL = BeforeValidator(_canonical_whole_number)
+UserId = Annotated[int, Path(ge=1, le=MAX_ID, description="user id"), CANONICAL]
 
 
 def json_response(content: Any, *, status_code: int = 200, headers: Any = None) -> Response:
@@ -116,13 +137,13 @@ def build_router(*, repository: UserRepository, settings: ServerSettings) -> API
         "/users", response_model=list[UserResponse], responses=_ERRORS, summary="2. Query users"
     )
     async def list_users(
-        keyword: Annotated[str | None, Query(max_length=64)] = None,
+        keyword: Annotated[StorableText | None, Query(max_length=64)] = None,
         status: Annotated[
             list[Annotated[str, Field(pattern=STATUS_QUERY_PATTERN)]] | None,
             Query(description="repeated (status=0&status=1) or comma-joined (status=0,1)"),
         ] = None,
-        page_num: Annotated[int, page_num_query] = 1,
-        page_size: Annotated[int, page_size_query] = 10,
+        page_num: Annotated[int, page_num_query, CANONICAL] = 1,
+        page_size: Annotated[int, page_size_query, CANONICAL] = 10,
     ) -> Response:
         query = UserQuery(keyword=keyword, statuses=_parse_statuses(status))
         records = repository.find(query, offset=(page_num - 1) * page_size, limit=page_size)
@@ -176,8 +197,8 @@ def build_router(*, repository: UserRepository, settings: ServerSettings) -> API
         summary="6. Read one user by organisation (organisations are not modelled)",
     )
     async def get_org_user(
-        org_id: Annotated[int, Path(alias="orgId", ge=1, le=MAX_ID)],
-        user_id: Annotated[int, Path(alias="userId", ge=1, le=MAX_ID)],
+        org_id: Annotated[int, Path(alias="orgId", ge=1, le=MAX_ID), CANONICAL],
+        user_id: Annotated[int, Path(alias="userId", ge=1, le=MAX_ID), CANONICAL],
     ) -> Response:
         return json_response(repository.get(user_id).to_wire())
 
@@ -220,8 +241,8 @@ def build_router(*, repository: UserRepository, settings: ServerSettings) -> API
         summary="11. One page of users, in an envelope",
     )
     async def page_users_result(
-        page_num: Annotated[int, page_num_query] = 1,
-        page_size: Annotated[int, page_size_query] = 10,
+        page_num: Annotated[int, page_num_query, CANONICAL] = 1,
+        page_size: Annotated[int, page_size_query, CANONICAL] = 10,
     ) -> Response:
         query = UserQuery()
         records = repository.find(query, offset=(page_num - 1) * page_size, limit=page_size)
@@ -326,7 +347,9 @@ def _openapi_with_400(app: FastAPI) -> dict[str, Any]:
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
     """The ASGI application, its database migrated to the newest schema on startup."""
     settings = settings or ServerSettings()
-    engine = create_database_engine(settings.database_url)
+    engine = create_database_engine(
+        settings.database_url, connect_timeout=settings.database_connect_timeout
+    )
     repository = UserRepository(engine=engine)
 
     @asynccontextmanager

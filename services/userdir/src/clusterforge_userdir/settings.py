@@ -13,6 +13,11 @@ MAX_PAGE_SIZE = 100
 LIST_LIMIT = 1000
 MAX_REQUEST_BODY_BYTES = 64 * 1024
 MIN_TOKEN_LENGTH = 16
+# Seconds to wait for PostgreSQL to accept a connection. Without a bound, psycopg waits
+# 130 s for an address that drops packets, far past the role's health check, while
+# each request holds its worker. libpq counts whole seconds and treats less than 2 as 2.
+DEFAULT_DATABASE_CONNECT_TIMEOUT = 5
+MAX_DATABASE_CONNECT_TIMEOUT = 300
 _PLACEHOLDER_TOKENS = {"changeme", "change-me", "secret", "token", "password", "example"}
 
 
@@ -30,6 +35,9 @@ class ServerSettings(BaseSettings):
     )
 
     database_url: str = DEFAULT_DATABASE_URL
+    database_connect_timeout: int = Field(
+        default=DEFAULT_DATABASE_CONNECT_TIMEOUT, ge=2, le=MAX_DATABASE_CONNECT_TIMEOUT
+    )
     auth_tokens: SecretStr = SecretStr("")
     auth_tokens_file: Path | None = None
     max_page_size: int = Field(default=MAX_PAGE_SIZE, ge=100)

@@ -42,6 +42,7 @@ from .models import (
     UserStatus,
     format_local_date_time,
 )
+from .settings import DEFAULT_DATABASE_CONNECT_TIMEOUT
 
 metadata = MetaData()
 
@@ -135,8 +136,15 @@ def _conditions(query: UserQuery) -> list[ColumnElement[bool]]:
     return conditions
 
 
-def create_database_engine(database_url: str) -> Engine:
-    """An engine with the settings each backend needs for concurrent writers."""
+def create_database_engine(
+    database_url: str, *, connect_timeout: int = DEFAULT_DATABASE_CONNECT_TIMEOUT
+) -> Engine:
+    """An engine with the settings each backend needs for concurrent writers.
+
+    ``connect_timeout`` (seconds) bounds every new PostgreSQL connection, the migration's
+    and the health check's included, and wins over one given in the URL. SQLite opens a
+    local file and has nothing to wait for.
+    """
     if database_url.startswith("sqlite"):
         engine = create_engine(
             database_url,
@@ -146,7 +154,13 @@ def create_database_engine(database_url: str) -> Engine:
         )
         event.listen(engine, "connect", _tune_sqlite_connection)
         return engine
-    return create_engine(database_url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    return create_engine(
+        database_url,
+        connect_args={"connect_timeout": connect_timeout},
+        pool_size=10,
+        max_overflow=20,
+        pool_pre_ping=True,
+    )
 
 
 def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:

@@ -11,6 +11,7 @@ from .client_config import StatusStyle
 from .errors import UrlTemplateError
 
 _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+_DOT_SEGMENTS = frozenset({".", ".."})
 
 QueryValue = str | int | float | bool | Sequence[str | int] | None
 
@@ -25,6 +26,8 @@ def expand_path(
     named: Mapping[str, Any] | None = None,
 ) -> str:
     """Fill ``{name}`` placeholders, each value percent-encoded as one path segment.
+
+    A value of ``.`` or ``..`` is refused: it would not stay one segment.
 
     A single placeholder may be filled by position; several must be filled by name, and
     the names must be exactly the template's. Raises :class:`UrlTemplateError` otherwise,
@@ -52,6 +55,14 @@ def expand_path(
     for name, value in values.items():
         if value is None or str(value) == "":
             raise UrlTemplateError(f"path variable '{name}' of {template} has no value")
+        if str(value) in _DOT_SEGMENTS:
+            # Percent-encoding does not help: "." and ".." are unreserved characters, so
+            # the URL is normalised (by httpx; by proxies even when sent as %2E) and the
+            # segment moves the request: get_org_user("..", 1) sent GET /mock-api/users/1.
+            raise UrlTemplateError(
+                f"path variable '{name}' of {template} is {str(value)!r}, a dot segment "
+                "that would change the path; pass the id itself"
+            )
     return _PLACEHOLDER.sub(lambda match: quote(str(values[match.group(1)]), safe=""), template)
 
 
