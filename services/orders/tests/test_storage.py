@@ -21,7 +21,7 @@ def test_migrations_create_the_schema_once(database_url: str) -> None:
         assert {"orders", "order_audit_log", "order_sync_outbox", ALEMBIC_VERSION_TABLE} <= tables
         with database.engine.connect() as connection:
             version = connection.execute(text(f"SELECT version_num FROM {ALEMBIC_VERSION_TABLE}"))  # noqa: S608
-            assert version.scalar_one() == "0001"
+            assert version.scalar_one() == "0002"
     finally:
         database.dispose()
 
