@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from datetime import datetime
 from decimal import Decimal
 
@@ -61,3 +64,39 @@ def test_password_is_hidden_from_the_display_url() -> None:
 def test_unsupported_urls_are_refused(url: str) -> None:
     with pytest.raises(ConfigurationError):
         Database(url=url)
+
+
+def test_postgresql_connect_has_a_timeout() -> None:
+    # A server that completes the TCP handshake (the kernel does) and then never speaks:
+    # without a connect timeout, libpq waits for it forever.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    database = Database(
+        url=f"postgresql+psycopg://orders@127.0.0.1:{port}/orders", connect_timeout_seconds=2
+    )
+    outcome: list[bool] = []
+    try:
+        worker = threading.Thread(target=lambda: outcome.append(database.is_reachable()))
+        started = time.monotonic()
+        worker.start()
+        worker.join(30)
+        elapsed = time.monotonic() - started
+        assert outcome == [False], "gave up instead of hanging"
+        assert elapsed < 10, f"took {elapsed:.1f} s"
+    finally:
+        database.dispose()
+        silent.close()
+
+
+def test_connect_timeout_in_the_url_wins() -> None:
+    database = Database(
+        url="postgresql+psycopg://orders@db.invalid/orders?connect_timeout=7",
+        connect_timeout_seconds=2,
+    )
+    try:
+        _, options = database.engine.dialect.create_connect_args(database.engine.url)
+        assert str(options.get("connect_timeout")) == "7"
+    finally:
+        database.dispose()
