@@ -12,7 +12,11 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from clusterforge_orders import ConfigurationError, Database
-from clusterforge_orders.storage import ALEMBIC_VERSION_TABLE, orders_table
+from clusterforge_orders.storage import (
+    ALEMBIC_VERSION_TABLE,
+    order_sync_outbox_table,
+    orders_table,
+)
 
 
 def test_migrations_create_the_schema_once(database_url: str) -> None:
@@ -98,5 +102,35 @@ def test_connect_timeout_in_the_url_wins() -> None:
     try:
         _, options = database.engine.dialect.create_connect_args(database.engine.url)
         assert str(options.get("connect_timeout")) == "7"
+    finally:
+        database.dispose()
+
+
+def test_upgrade_to_0002_queues_every_existing_order(database_url: str) -> None:
+    database = Database(url=database_url)
+    try:
+        database.migrate(revision="0001")
+        with database.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO orders (order_id, user_id, product_name, amount, create_time) "
+                    "VALUES ('ORD-old', 'u', '键盘', '5', :moment)"
+                ),
+                {"moment": datetime(2026, 1, 2, 3, 4, 5)},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO order_sync_outbox (order_id, synchronized_at) "
+                    "VALUES ('ORD-old', :moment)"
+                ),
+                {"moment": datetime(2026, 1, 2, 3, 4, 6)},
+            )
+        database.migrate()
+        with database.engine.connect() as connection:
+            row = connection.execute(select(order_sync_outbox_table)).one()
+        assert row.order_id == "ORD-old"
+        assert row.delivered_at is None, "0001's rows delivered nothing; queued again"
+        assert row.next_attempt_at == datetime(2026, 1, 2, 3, 4, 5)
+        assert row.attempts == 0
     finally:
         database.dispose()

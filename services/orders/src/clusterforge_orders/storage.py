@@ -173,15 +173,15 @@ class Database:
         with self._writer_lock:
             yield
 
-    def migrate(self) -> None:
-        """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
+    def migrate(self, *, revision: str = "head") -> None:
+        """Bring the schema to ``revision``, the newest by default (Alembic ``upgrade``)."""
         config = Config()
         location = resources.files(__package__).joinpath("migrations")
         config.set_main_option("script_location", str(location))
         config.set_main_option("version_table", ALEMBIC_VERSION_TABLE)
         with self.writer_slot(), self.engine.begin() as connection:
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            command.upgrade(config, revision)
 
     def is_reachable(self) -> bool:
         try:
