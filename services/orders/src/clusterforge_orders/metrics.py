@@ -130,7 +130,7 @@ class OrderMetrics:
             for metric, help_text, value in (
                 (
                     "orders_outbox_delivered_total",
-                    "Outbox rows marked delivered (listener and relay).",
+                    "Outbox deliveries the target confirmed (listener and relay).",
                     self._outbox_delivered,
                 ),
                 (
