@@ -160,7 +160,8 @@ def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespac
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        # Generous: on a loaded machine importing the service alone took over 30 s.
+        deadline = time.monotonic() + 180
         while True:
             try:
                 if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
