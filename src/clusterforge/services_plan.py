@@ -341,6 +341,9 @@ _ORDERS_KEY_VARIABLES: dict[tuple[str, ...], str] = {
     ("orders", "log-level"): "order_service_log_level",
     ("orders", "listeners"): "order_service_listeners",
     ("event", "async"): "order_service_event_async",
+    # Not wired from the inventory yet (the toolkit side of issue 13); named for when they are.
+    ("orders", "search"): "order_service_search",
+    ("orders", "outbox"): "order_service_outbox",
 }
 
 
@@ -396,6 +399,9 @@ def _plan_order_service(
     notification = public["orders"]["listeners"]["notification"]
     if notification.get("webhook-url"):
         notification["webhook-url"] = SECRET_MARK
+    search = public["orders"].get("search") or {}
+    if search.get("password"):
+        search["password"] = SECRET_MARK
     content = _orders_file(settled)
     return PlannedServiceSettings(
         service="order_service",

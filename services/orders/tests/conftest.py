@@ -27,7 +27,14 @@ from clusterforge_orders import (
     OrderServiceSettings,
     create_app,
 )
-from orders_testing import RecordingSender, RunningServer
+from clusterforge_orders.sinks import DeliverySink
+from orders_testing import (
+    RecordingSender,
+    RunningServer,
+    StandInCertificates,
+    StandInCluster,
+    make_test_certificates,
+)
 
 POSTGRES_URL_VARIABLE = "CLUSTERFORGE_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
@@ -72,11 +79,13 @@ def open_runtime() -> Iterator[RuntimeFactory]:
         settings: OrderServiceSettings,
         *,
         sender: NotificationSender | None = None,
+        sink: DeliverySink | None = None,
         await_termination_seconds: float = TEST_AWAIT_TERMINATION_SECONDS,
     ) -> OrderServiceRuntime:
         runtime = OrderServiceRuntime.open(
             settings,
             sender=sender if sender is not None else RecordingSender(),
+            sink=sink,
             executor_await_termination_seconds=await_termination_seconds,
         )
         runtimes.append(runtime)
@@ -95,9 +104,10 @@ def start_server(open_runtime: RuntimeFactory) -> Iterator[ServerFactory]:
         settings: OrderServiceSettings,
         *,
         sender: NotificationSender | None = None,
+        sink: DeliverySink | None = None,
         before_start: Callable[[OrderServiceRuntime], None] | None = None,
     ) -> RunningServer:
-        runtime = open_runtime(settings, sender=sender)
+        runtime = open_runtime(settings, sender=sender, sink=sink)
         if before_start is not None:
             before_start(runtime)
         listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -131,3 +141,16 @@ def start_server(open_runtime: RuntimeFactory) -> Iterator[ServerFactory]:
     for running in servers:
         if running.thread.is_alive():
             running.stop()
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> StandInCertificates:
+    return make_test_certificates(tmp_path_factory.mktemp("stand-in-tls"))
+
+
+@pytest.fixture
+def cluster(certificates: StandInCertificates) -> Iterator[StandInCluster]:
+    """A stand-in for the OpenSearch cluster (see orders_testing.StandInCluster)."""
+    stand_in = StandInCluster(certificates)
+    yield stand_in
+    stand_in.close()

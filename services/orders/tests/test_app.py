@@ -302,3 +302,43 @@ def test_health(database_url: str, start_server) -> None:  # type: ignore[no-unt
     assert answer.json() == {"status": "UP", "database": "UP", "eventTaskExecutor": "UP"}
     server.runtime.executor.shutdown(timeout_seconds=1)
     assert server.client.get("/health").status_code == 503
+
+
+def test_text_that_cannot_be_stored_is_a_400_not_a_500(database_url: str, start_server) -> None:  # type: ignore[no-untyped-def]
+    server = start_server(make_settings(database_url))
+    cases = {
+        # A lone surrogate: valid JSON escape, no UTF-8 form.
+        b'{"userId":"u","productName":"\\ud800","amount":5}': (
+            "productName",
+            "商品名称包含无效字符",
+        ),
+        b'{"userId":"\\udfff x","productName":"p","amount":5}': ("userId", "用户ID包含无效字符"),
+        # NUL: PostgreSQL refuses it in text columns.
+        b'{"userId":"u","productName":"a\\u0000b","amount":5}': (
+            "productName",
+            "商品名称包含无效字符",
+        ),
+        b'{"userId":"u\\u0000","productName":"p","amount":5}': ("userId", "用户ID包含无效字符"),
+    }
+    for body, (field, message) in cases.items():
+        answer = server.post_order(content=body)
+        assert answer.status_code == 400, body
+        assert answer.json()["violations"] == [{"field": field, "message": message}], body
+    # A surrogate pair is an ordinary character (U+1F600) and is accepted.
+    emoji = server.post_order(content=b'{"userId":"u","productName":"\\ud83d\\ude00","amount":5}')
+    assert emoji.status_code == 200
+    assert emoji.json()["productName"] == "\U0001f600"
+    assert _count(server.runtime, orders_table) == 1
+
+
+def test_product_name_has_a_length_limit(database_url: str, start_server) -> None:  # type: ignore[no-untyped-def]
+    server = start_server(make_settings(database_url))
+    at_limit = server.post_order({"userId": "u", "productName": "键" * 200, "amount": 5})
+    assert at_limit.status_code == 200
+    assert at_limit.json()["productName"] == "键" * 200
+    beyond = server.post_order({"userId": "u", "productName": "键" * 201, "amount": 5})
+    assert beyond.status_code == 400
+    assert beyond.json()["violations"] == [
+        {"field": "productName", "message": "商品名称不能超过200个字符"}
+    ]
+    assert _count(server.runtime, orders_table) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,7 @@ from clusterforge_orders import (
     NotificationError,
     WebhookNotificationSender,
 )
+from clusterforge_orders.logsafe import SingleLineFormatter
 
 
 class _Webhook(BaseHTTPRequestHandler):
@@ -83,3 +85,30 @@ def test_logging_sender_logs_at_info(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="clusterforge_orders.notifications"):
         LoggingNotificationSender().send("订单 ORD-1 已创建")
     assert "订单 ORD-1 已创建" in caplog.text
+
+
+def test_logged_notification_cannot_forge_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="clusterforge_orders.notifications")
+    forged = "键盘\n2026-01-01 00:00:00,000 ERROR [main] forged: pwned\r\u2028x\x1b[31m"
+    LoggingNotificationSender().send(f"订单已创建：商品 {forged}")
+    (message,) = caplog.messages
+    assert "\n" not in message and "\r" not in message and "\u2028" not in message
+    assert "\x1b" not in message
+    assert "键盘\\n2026-01-01 00:00:00,000 ERROR" in message, "escaped, and Chinese kept"
+    assert message.endswith("\\r\\u2028x\\u001b[31m")
+
+
+def test_formatter_keeps_each_message_on_its_line_but_tracebacks_intact() -> None:
+    formatter = SingleLineFormatter("%(levelname)s %(message)s")
+    record = logging.LogRecord(
+        "orders", logging.WARNING, __file__, 1, "bad %s", ("a\nINFO forged",), None
+    )
+    assert formatter.format(record) == "WARNING bad a\\nINFO forged"
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        failed = logging.LogRecord(
+            "orders", logging.ERROR, __file__, 1, "failed", (), sys.exc_info()
+        )
+    text = formatter.format(failed)
+    assert text.startswith("ERROR failed\nTraceback"), "the traceback keeps its lines"

@@ -99,3 +99,47 @@ def test_unknown_yaml_key_is_refused(tmp_path: Path) -> None:
     config.write_text("event:\n  async:\n    core-size: 2\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match="core-size"):
         load_settings(config_file=config, environ={})
+
+
+def test_a_yaml_error_never_echoes_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "orders.yml"
+    # An unclosed quote on the line that holds the password: PyYAML's own message quotes
+    # that line.
+    config.write_text(
+        "orders:\n"
+        '  database-url: "postgresql+psycopg://orders:Hunter2-secret@db/orders\n'
+        "  search: {password: 'Other-secret', urls: [\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(config_file=config, environ={})
+    message = str(caught.value)
+    assert "not valid YAML (line" in message
+    for fragment in ("Hunter2", "secret", "postgresql", "orders:"):
+        assert fragment not in message.replace(str(config), ""), fragment
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_search_settings_are_checked_and_the_password_never_shows(tmp_path: Path) -> None:
+    base = {
+        "orders.search.urls": "https://a.example:9200, https://b.example:9200",
+        "orders.search.ca-file": "/etc/ca.pem",
+        "orders.search.username": "orders_writer",
+        "orders.search.password": "pa55-word-9",
+    }
+    settings = load_settings(environ={}, overrides=base)
+    assert settings.orders.search.urls == ["https://a.example:9200", "https://b.example:9200"]
+    assert "pa55-word-9" not in repr(settings)
+    for change, expected in (
+        ({"orders.search.urls": "http://a.example:9200"}, "is not https"),
+        ({"orders.search.ca-file": None}, "ca-file is empty"),
+        ({"orders.search.password": ""}, "username and orders.search.password"),
+    ):
+        overrides = {**base, **change}
+        with pytest.raises(ConfigurationError, match=expected) as caught:
+            load_settings(
+                environ={"ORDERS_SEARCH_CA_FILE": ""} if "ca-file" in str(change) else {},
+                overrides={key: value for key, value in overrides.items() if value is not None},
+            )
+        assert "pa55-word-9" not in str(caught.value)
+    assert load_settings(environ={}).orders.search.enabled is False

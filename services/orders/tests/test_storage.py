@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from datetime import datetime
 from decimal import Decimal
 
@@ -9,7 +12,11 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from clusterforge_orders import ConfigurationError, Database
-from clusterforge_orders.storage import ALEMBIC_VERSION_TABLE, orders_table
+from clusterforge_orders.storage import (
+    ALEMBIC_VERSION_TABLE,
+    order_sync_outbox_table,
+    orders_table,
+)
 
 
 def test_migrations_create_the_schema_once(database_url: str) -> None:
@@ -21,7 +28,7 @@ def test_migrations_create_the_schema_once(database_url: str) -> None:
         assert {"orders", "order_audit_log", "order_sync_outbox", ALEMBIC_VERSION_TABLE} <= tables
         with database.engine.connect() as connection:
             version = connection.execute(text(f"SELECT version_num FROM {ALEMBIC_VERSION_TABLE}"))  # noqa: S608
-            assert version.scalar_one() == "0001"
+            assert version.scalar_one() == "0002"
     finally:
         database.dispose()
 
@@ -61,3 +68,69 @@ def test_password_is_hidden_from_the_display_url() -> None:
 def test_unsupported_urls_are_refused(url: str) -> None:
     with pytest.raises(ConfigurationError):
         Database(url=url)
+
+
+def test_postgresql_connect_has_a_timeout() -> None:
+    # A server that completes the TCP handshake (the kernel does) and then never speaks:
+    # without a connect timeout, libpq waits for it forever.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    database = Database(
+        url=f"postgresql+psycopg://orders@127.0.0.1:{port}/orders", connect_timeout_seconds=2
+    )
+    outcome: list[bool] = []
+    try:
+        worker = threading.Thread(target=lambda: outcome.append(database.is_reachable()))
+        started = time.monotonic()
+        worker.start()
+        worker.join(30)
+        elapsed = time.monotonic() - started
+        assert outcome == [False], "gave up instead of hanging"
+        assert elapsed < 10, f"took {elapsed:.1f} s"
+    finally:
+        database.dispose()
+        silent.close()
+
+
+def test_connect_timeout_in_the_url_wins() -> None:
+    database = Database(
+        url="postgresql+psycopg://orders@db.invalid/orders?connect_timeout=7",
+        connect_timeout_seconds=2,
+    )
+    try:
+        _, options = database.engine.dialect.create_connect_args(database.engine.url)
+        assert str(options.get("connect_timeout")) == "7"
+    finally:
+        database.dispose()
+
+
+def test_upgrade_to_0002_queues_every_existing_order(database_url: str) -> None:
+    database = Database(url=database_url)
+    try:
+        database.migrate(revision="0001")
+        with database.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO orders (order_id, user_id, product_name, amount, create_time) "
+                    "VALUES ('ORD-old', 'u', '键盘', '5', :moment)"
+                ),
+                {"moment": datetime(2026, 1, 2, 3, 4, 5)},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO order_sync_outbox (order_id, synchronized_at) "
+                    "VALUES ('ORD-old', :moment)"
+                ),
+                {"moment": datetime(2026, 1, 2, 3, 4, 6)},
+            )
+        database.migrate()
+        with database.engine.connect() as connection:
+            row = connection.execute(select(order_sync_outbox_table)).one()
+        assert row.order_id == "ORD-old"
+        assert row.delivered_at is None, "0001's rows delivered nothing; queued again"
+        assert row.next_attempt_at == datetime(2026, 1, 2, 3, 4, 5)
+        assert row.attempts == 0
+    finally:
+        database.dispose()

@@ -6,6 +6,7 @@ See ``docs/orders.md``. The pieces, each in its own module:
 - :mod:`.storage` and :mod:`.transactions`: tables, migrations, transactions;
 - :mod:`.events`: the event bus; :mod:`.executor`: ``eventTaskExecutor``;
 - :mod:`.listeners` and :mod:`.senders`: the three listeners and notification senders;
+- :mod:`.outbox` and :mod:`.sinks`: the transactional outbox, its relay, the OpenSearch sink;
 - :mod:`.service`, :mod:`.runtime`, :mod:`.app`, :mod:`.cli`: the operation and its wiring.
 """
 
@@ -42,10 +43,12 @@ from .models import (
     OrderCreateResponse,
     parse_order_create_request,
 )
+from .outbox import Outbox, OutboxRelay
 from .runtime import EVENT_TASK_EXECUTOR_NAME, OrderServiceRuntime
 from .senders import LoggingNotificationSender, NotificationSender, WebhookNotificationSender
 from .service import OrderService
 from .settings import OrderServiceSettings, environment_variable_for, load_settings
+from .sinks import DeliveryResult, DeliverySink, OpenSearchBulkSink, OrderDocument
 from .storage import Database
 from .transactions import TransactionContext, TransactionManager, current_transaction
 
@@ -58,6 +61,8 @@ __all__ = [
     "AuditLogListener",
     "ConfigurationError",
     "Database",
+    "DeliveryResult",
+    "DeliverySink",
     "EventBus",
     "ExecutorStats",
     "FieldViolation",
@@ -68,14 +73,18 @@ __all__ = [
     "NotificationError",
     "NotificationListener",
     "NotificationSender",
+    "OpenSearchBulkSink",
     "OrderCreateRequest",
     "OrderCreateResponse",
     "OrderCreatedEvent",
+    "OrderDocument",
     "OrderMetrics",
     "OrderService",
     "OrderServiceRuntime",
     "OrderServiceSettings",
     "OrdersError",
+    "Outbox",
+    "OutboxRelay",
     "RequestBodyTooLargeError",
     "RequestRejectedError",
     "ShutdownReport",

@@ -19,6 +19,7 @@ import uvicorn
 
 from .app import create_app
 from .errors import OrdersError
+from .logsafe import SingleLineFormatter
 from .runtime import OrderServiceRuntime
 from .settings import load_settings
 
@@ -59,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clusterforge-orders: {error}", file=sys.stderr)
         return 2
     log_level = settings.orders.log_level.upper()
-    logging.basicConfig(level=log_level, format=LOG_FORMAT)
+    handler = logging.StreamHandler()
+    handler.setFormatter(SingleLineFormatter(LOG_FORMAT))
+    logging.basicConfig(level=log_level, handlers=[handler])
     try:
         runtime = OrderServiceRuntime.open(settings)
     except OrdersError as error:

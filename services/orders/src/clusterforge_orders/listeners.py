@@ -9,9 +9,10 @@ from datetime import datetime
 
 from .events import EventBus, TransactionPhase
 from .models import OrderCreatedEvent, format_create_time
+from .outbox import Outbox
 from .senders import NotificationSender
 from .settings import ListenersSettings
-from .storage import order_audit_log_table, order_sync_outbox_table
+from .storage import order_audit_log_table
 from .transactions import TransactionManager
 
 AUDIT_LOG_LISTENER = "audit-log"
@@ -21,7 +22,6 @@ AFTER_COMMIT_SYNC_LISTENER = "after-commit-sync"
 # Built once: a statement with parameters passed at execution reuses SQLAlchemy's
 # compiled form, where .values(...) per call costs more than the insert itself.
 _INSERT_AUDIT_RECORD = order_audit_log_table.insert()
-_INSERT_SYNC_RECORD = order_sync_outbox_table.insert()
 
 
 class AuditLogListener:
@@ -67,20 +67,18 @@ class NotificationListener:
 
 
 class AfterCommitSyncListener:
-    """Asynchronous, AFTER_COMMIT: marks the order synchronized in the outbox table.
+    """Asynchronous, AFTER_COMMIT: delivers the order and marks its outbox row delivered.
 
-    It runs on a pool thread in a transaction of its own, after the order's commit.
+    The row itself was written in the order's transaction (``OrderService``); this
+    listener is only the fast path. When it is rejected, abandoned at shutdown or fails,
+    the row stays undelivered and the outbox relay delivers it (see outbox.py).
     """
 
-    def __init__(self, *, transactions: TransactionManager) -> None:
-        self._transactions = transactions
+    def __init__(self, *, outbox: Outbox) -> None:
+        self._outbox = outbox
 
     def __call__(self, event: OrderCreatedEvent) -> None:
-        with self._transactions.begin() as transaction:
-            transaction.connection.execute(
-                _INSERT_SYNC_RECORD,
-                {"order_id": event.order_id, "synchronized_at": datetime.now()},
-            )
+        self._outbox.deliver_event(event)
 
 
 def subscribe_order_listeners(
@@ -89,6 +87,7 @@ def subscribe_order_listeners(
     settings: ListenersSettings,
     transactions: TransactionManager,
     sender: NotificationSender,
+    outbox: Outbox,
 ) -> None:
     """Subscribe the listeners the settings enable."""
     if settings.audit_log.enabled:
@@ -109,7 +108,7 @@ def subscribe_order_listeners(
     if settings.after_commit_sync.enabled:
         bus.subscribe(
             OrderCreatedEvent,
-            AfterCommitSyncListener(transactions=transactions),
+            AfterCommitSyncListener(outbox=outbox),
             name=AFTER_COMMIT_SYNC_LISTENER,
             asynchronous=True,
             priority=3,

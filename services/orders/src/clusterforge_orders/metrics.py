@@ -21,6 +21,9 @@ class OrderMetrics:
         self._task_rejections: Counter[str] = Counter()
         self._after_commit_skipped: Counter[str] = Counter()
         self._listeners: list[str] = []
+        self._outbox_delivered = 0
+        self._outbox_delivery_failures = 0
+        self._outbox_relayed = 0
 
     def register_listener(self, name: str) -> None:
         with self._lock:
@@ -47,6 +50,24 @@ class OrderMetrics:
         with self._lock:
             self._after_commit_skipped[listener] += 1
 
+    def outbox_delivered(self, count: int) -> None:
+        with self._lock:
+            self._outbox_delivered += count
+
+    def outbox_delivery_failed(self, count: int) -> None:
+        with self._lock:
+            self._outbox_delivery_failures += count
+
+    def outbox_relayed(self, count: int) -> None:
+        with self._lock:
+            self._outbox_relayed += count
+
+    @property
+    def outbox_counts(self) -> tuple[int, int, int]:
+        """(delivered, delivery failures, delivered by the relay) since start."""
+        with self._lock:
+            return (self._outbox_delivered, self._outbox_delivery_failures, self._outbox_relayed)
+
     @property
     def orders_created(self) -> int:
         with self._lock:
@@ -70,7 +91,9 @@ class OrderMetrics:
         with self._lock:
             return self._after_commit_skipped[listener]
 
-    def render_prometheus(self, *, executor_name: str, executor: ExecutorStats) -> str:
+    def render_prometheus(
+        self, *, executor_name: str, executor: ExecutorStats, outbox_undelivered: int | None = None
+    ) -> str:
         with self._lock:
             listeners = list(self._listeners)
             lines = [
@@ -104,6 +127,25 @@ class OrderMetrics:
             ):
                 lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
                 lines += [f'{metric}{{listener="{name}"}} {counts[name]}' for name in listeners]
+            for metric, help_text, value in (
+                (
+                    "orders_outbox_delivered_total",
+                    "Outbox deliveries the target confirmed (listener and relay).",
+                    self._outbox_delivered,
+                ),
+                (
+                    "orders_outbox_delivery_failures_total",
+                    "Outbox deliveries that failed and were left for the relay.",
+                    self._outbox_delivery_failures,
+                ),
+                (
+                    "orders_outbox_relayed_total",
+                    "Outbox rows the relay delivered.",
+                    self._outbox_relayed,
+                ),
+            ):
+                lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
+                lines.append(f"{metric} {value}")
         label = f'{{executor="{executor_name}"}}'
         for metric, kind, help_text, value in (
             (
@@ -139,4 +181,10 @@ class OrderMetrics:
         ):
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
             lines.append(f"{metric}{label} {value}")
+        if outbox_undelivered is not None:
+            lines += [
+                "# HELP orders_outbox_undelivered Outbox rows not delivered yet.",
+                "# TYPE orders_outbox_undelivered gauge",
+                f"orders_outbox_undelivered {outbox_undelivered}",
+            ]
         return "\n".join(lines) + "\n"

@@ -25,6 +25,13 @@ USER_ID_NOT_STRING = "用户ID必须是字符串"
 PRODUCT_NAME_NOT_STRING = "商品名称必须是字符串"
 AMOUNT_NOT_NUMBER = "订单金额必须是数字"
 AMOUNT_OUT_OF_RANGE = "订单金额超出范围"
+USER_ID_INVALID_CHARACTERS = "用户ID包含无效字符"
+PRODUCT_NAME_INVALID_CHARACTERS = "商品名称包含无效字符"
+PRODUCT_NAME_TOO_LONG = "商品名称不能超过200个字符"
+
+# In characters (code points). Long enough for any real product title, short enough that
+# a client cannot store, index, log and notify kilobytes per order.
+MAX_PRODUCT_NAME_CHARS = 200
 
 MINIMUM_AMOUNT = Decimal(1)
 # Bounds the digits a client can make us store and echo (the spec sets no maximum).
@@ -158,13 +165,28 @@ def _json_type_name(value: object) -> str:
     return "null"
 
 
+def _is_storable(value: str) -> bool:
+    """False for a lone surrogate (JSON's ``\\ud800`` decodes to one; it has no UTF-8 form
+    and fails every encoder after us) and for NUL (PostgreSQL refuses it in text)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_text(
     document: dict[str, Any],
     field: str,
     *,
     blank_message: str,
     type_message: str,
+    invalid_message: str,
     violations: list[FieldViolation],
+    max_chars: int | None = None,
+    too_long_message: str = "",
 ) -> str:
     value = document.get(field)
     if value is None:
@@ -175,6 +197,10 @@ def _check_text(
         return ""
     if not value.strip():
         violations.append(FieldViolation(field, blank_message))
+    elif not _is_storable(value):
+        violations.append(FieldViolation(field, invalid_message))
+    elif max_chars is not None and len(value) > max_chars:
+        violations.append(FieldViolation(field, too_long_message))
     return value
 
 
@@ -203,6 +229,7 @@ def validate_order_create_request(document: dict[str, Any]) -> OrderCreateReques
         "userId",
         blank_message=USER_ID_BLANK,
         type_message=USER_ID_NOT_STRING,
+        invalid_message=USER_ID_INVALID_CHARACTERS,
         violations=violations,
     )
     product_name = _check_text(
@@ -210,7 +237,10 @@ def validate_order_create_request(document: dict[str, Any]) -> OrderCreateReques
         "productName",
         blank_message=PRODUCT_NAME_BLANK,
         type_message=PRODUCT_NAME_NOT_STRING,
+        invalid_message=PRODUCT_NAME_INVALID_CHARACTERS,
         violations=violations,
+        max_chars=MAX_PRODUCT_NAME_CHARS,
+        too_long_message=PRODUCT_NAME_TOO_LONG,
     )
     amount = _check_amount(document, violations)
     if violations:

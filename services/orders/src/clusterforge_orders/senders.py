@@ -8,6 +8,7 @@ from typing import Protocol
 import httpx
 
 from .errors import NotificationError
+from .logsafe import escape_for_log
 
 logger = logging.getLogger("clusterforge_orders.notifications")
 
@@ -21,10 +22,14 @@ class NotificationSender(Protocol):
 
 
 class LoggingNotificationSender:
-    """The default: writes each notification to the log at INFO."""
+    """The default: writes each notification to the log at INFO, on one line.
+
+    The text holds the client's ``productName`` and ``userId``; their control characters
+    are escaped so a newline cannot forge a log line, whatever formatter is installed.
+    """
 
     def send(self, text: str) -> None:
-        logger.info("%s", text)
+        logger.info("%s", escape_for_log(text))
 
     def close(self) -> None:
         return None

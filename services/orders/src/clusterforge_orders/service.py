@@ -12,6 +12,7 @@ from .models import (
     OrderCreateResponse,
     new_order_id,
 )
+from .outbox import Outbox
 from .storage import orders_table
 from .transactions import TransactionManager
 
@@ -21,11 +22,23 @@ _INSERT_ORDER = orders_table.insert()
 
 class OrderService:
     def __init__(
-        self, *, transactions: TransactionManager, bus: EventBus, metrics: OrderMetrics
+        self,
+        *,
+        transactions: TransactionManager,
+        bus: EventBus,
+        metrics: OrderMetrics,
+        outbox: Outbox | None = None,
     ) -> None:
+        """``outbox``: where the order's sync row goes, in its transaction (None: no sync)."""
+        self._outbox = outbox
         self._transactions = transactions
         self._bus = bus
         self._metrics = metrics
+
+    @property
+    def queues_sync(self) -> bool:
+        """Whether each order gets an outbox row (the after-commit sync is on)."""
+        return self._outbox is not None
 
     def create_order(self, request: OrderCreateRequest) -> OrderCreateResponse:
         """Store the order and publish ``OrderCreatedEvent``, in one transaction.
@@ -52,6 +65,12 @@ class OrderService:
                     "create_time": response.create_time,
                 },
             )
+            if self._outbox is not None:
+                # In the order's transaction: the order and its sync record commit or
+                # roll back together, whatever becomes of the after-commit listener.
+                self._outbox.add(
+                    transaction.connection, order_id=response.order_id, created_at=datetime.now()
+                )
             self._bus.publish(OrderCreatedEvent.from_response(response))
         self._metrics.order_created()
         return response

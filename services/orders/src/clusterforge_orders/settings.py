@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigurationError
 
@@ -92,13 +99,84 @@ class ListenersSettings(_Section):
     )
 
 
+class SearchSettings(_Section):
+    """``orders.search``: the OpenSearch cluster orders are delivered to (the outbox's sink).
+
+    With no ``urls`` delivery is off: outbox rows are still written in every order's
+    transaction and stay undelivered, so setting ``urls`` later delivers every order
+    taken meanwhile.
+    """
+
+    urls: list[str] = Field(default_factory=list)
+    ca_file: str | None = Field(default=None, alias="ca-file")
+    username: str | None = None
+    # Read from the 0600 settings file (or the environment); repr=False keeps it out of
+    # every repr of the settings, and nothing logs it.
+    password: str | None = Field(default=None, repr=False)
+    index: str = Field(default="orders", min_length=1, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    timeout_seconds: float = Field(default=10.0, gt=0, alias="timeout-seconds")
+    # Attempts of one bulk request (one delivery) before its rows are left to the relay.
+    bulk_attempts: int = Field(default=3, ge=1, le=10, alias="bulk-attempts")
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        # The environment can only give a string: "https://a:9200,https://b:9200".
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _complete_when_on(self) -> SearchSettings:
+        if not self.urls:
+            return self
+        for url in self.urls:
+            if not url.startswith("https://"):
+                raise ValueError(
+                    f"url {url!r} is not https; the service sends a password, so give "
+                    "https:// URLs in orders.search.urls"
+                )
+        if not self.ca_file:
+            raise ValueError(
+                "urls are set but ca-file is empty; set orders.search.ca-file to the "
+                "cluster's CA certificate (PEM)"
+            )
+        if bool(self.username) != bool(self.password):
+            raise ValueError(
+                "set both orders.search.username and orders.search.password, or neither"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.urls)
+
+
+class OutboxSettings(_Section):
+    """``orders.outbox``: the relay that re-delivers undelivered outbox rows."""
+
+    # How often the relay looks for due rows (it also runs once at start).
+    relay_interval_seconds: float = Field(default=5.0, gt=0, alias="relay-interval-seconds")
+    # A new row is left to the after-commit listener this long before the relay takes it.
+    relay_grace_seconds: float = Field(default=10.0, ge=0, alias="relay-grace-seconds")
+    batch_size: int = Field(default=500, ge=1, le=10_000, alias="batch-size")
+    # Backoff of a row whose delivery failed: initial * 2^(failures-1), capped, jittered.
+    retry_initial_seconds: float = Field(default=1.0, gt=0, alias="retry-initial-seconds")
+    retry_max_seconds: float = Field(default=300.0, gt=0, alias="retry-max-seconds")
+
+
 class OrdersSection(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
     database_url: str = Field(default=DEFAULT_DATABASE_URL, min_length=1, alias="database-url")
+    database_connect_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, alias="database-connect-timeout-seconds"
+    )
     access_log: bool = Field(default=True, alias="access-log")
     log_level: str = Field(default="info", alias="log-level")
     listeners: ListenersSettings = Field(default_factory=ListenersSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    outbox: OutboxSettings = Field(default_factory=OutboxSettings)
 
 
 class OrderServiceSettings(_Section):
@@ -148,6 +226,13 @@ def _describe_validation_error(error: ValidationError, source: str) -> str:
     return f"invalid order service settings ({source}): " + "; ".join(problems)
 
 
+def _yaml_error_place(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    if mark is None:
+        return ""
+    return f" (line {mark.line + 1}, column {mark.column + 1})"
+
+
 def load_settings(
     *,
     config_file: Path | None = None,
@@ -174,7 +259,13 @@ def load_settings(
                 f"cannot read settings file {config_file}: {error.strerror}"
             ) from error
         except yaml.YAMLError as error:
-            raise ConfigurationError(f"settings file {config_file} is not YAML: {error}") from error
+            # PyYAML's message quotes the offending line, which may hold the database or
+            # cluster password: name the place only, and drop the exception (from None),
+            # whose text a traceback would print.
+            raise ConfigurationError(
+                f"settings file {config_file} is not valid YAML{_yaml_error_place(error)}; "
+                "fix the syntax there"
+            ) from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

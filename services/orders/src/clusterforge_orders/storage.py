@@ -11,6 +11,7 @@ Amounts are stored exactly: PostgreSQL gets an unconstrained ``NUMERIC``; SQLite
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -41,6 +42,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from .errors import ConfigurationError
 
 ALEMBIC_VERSION_TABLE = "clusterforge_orders_alembic_version"
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 class ExactDecimal(TypeDecorator[Decimal]):
@@ -89,11 +91,18 @@ order_audit_log_table = Table(
     Column("recorded_at", DateTime, nullable=False),
 )
 
+# The transactional outbox: one row per order, inserted in the order's own transaction
+# (so an order and its sync record commit or roll back together), marked delivered once
+# the delivery target has the order. See outbox.py.
 order_sync_outbox_table = Table(
     "order_sync_outbox",
     metadata,
     Column("order_id", String(36), primary_key=True),
-    Column("synchronized_at", DateTime, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", DateTime, nullable=False),
+    Column("delivered_at", DateTime, nullable=True),
+    Column("last_error", Text, nullable=True),
 )
 
 
@@ -110,7 +119,9 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
 class Database:
     """The engine plus what the service needs around it: migrations and a write lock."""
 
-    def __init__(self, *, url: str) -> None:
+    def __init__(
+        self, *, url: str, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    ) -> None:
         try:
             parsed = make_url(url)
         except ArgumentError as error:
@@ -132,7 +143,19 @@ class Database:
             # is fairer and faster than SQLite's busy handler, which sleeps and retries.
             self._writer_lock: contextlib.AbstractContextManager[Any] = threading.Lock()
         elif self.dialect_name == "postgresql":
-            self.engine = create_engine(parsed, pool_size=16, max_overflow=48, pool_pre_ping=True)
+            # Without a connect timeout a host that drops packets holds a request thread (and
+            # the start) for the kernel's TCP timeout, minutes. A timeout in the URL's query
+            # (?connect_timeout=N) wins over the setting.
+            connect_args: dict[str, Any] = {}
+            if "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout_seconds))
+            self.engine = create_engine(
+                parsed,
+                pool_size=16,
+                max_overflow=48,
+                pool_pre_ping=True,
+                connect_args=connect_args,
+            )
             self._writer_lock = contextlib.nullcontext()
         else:
             raise ConfigurationError(
@@ -150,15 +173,15 @@ class Database:
         with self._writer_lock:
             yield
 
-    def migrate(self) -> None:
-        """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
+    def migrate(self, *, revision: str = "head") -> None:
+        """Bring the schema to ``revision``, the newest by default (Alembic ``upgrade``)."""
         config = Config()
         location = resources.files(__package__).joinpath("migrations")
         config.set_main_option("script_location", str(location))
         config.set_main_option("version_table", ALEMBIC_VERSION_TABLE)
         with self.writer_slot(), self.engine.begin() as connection:
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            command.upgrade(config, revision)
 
     def is_reachable(self) -> bool:
         try:
