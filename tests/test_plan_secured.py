@@ -59,7 +59,7 @@ def test_tls_plan_writes_the_dns_the_certificates_report(tmp_path: Path) -> None
     node_settings = settings(plan, "os-1")
     assert node_settings["plugins.security.disabled"] is False
     assert node_settings["plugins.security.ssl.http.enabled"] is True
-    assert node_settings["plugins.security.ssl.transport.pemcert_filepath"] == "certs/node.pem"
+    assert node_settings["plugins.security.ssl.transport.pemcert_filepath"] == "certs/live/node.pem"
     expected_nodes_dn = [subject_of(str(tmp_path / f"os-{i}.pem")) for i in (1, 2, 3)]
     assert node_settings["plugins.security.nodes_dn"] == expected_nodes_dn
     assert node_settings["plugins.security.authcz.admin_dn"] == [

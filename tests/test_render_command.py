@@ -99,7 +99,9 @@ def test_a_tls_inventory_renders_nodes_dn_from_the_certificates(tmp_path: Path) 
         subject_of(pki / f"os-{i}.pem") for i in (1, 2, 3)
     ]
     assert settings["plugins.security.authcz.admin_dn"] == [subject_of(pki / "admin.pem")]
-    assert (out / "os-2" / "certs" / "node.pem").read_bytes() == (pki / "os-2.pem").read_bytes()
+    assert (out / "os-2" / "certs" / "live" / "node.pem").read_bytes() == (
+        pki / "os-2.pem"
+    ).read_bytes()
     assert (out / "os-1" / "certs" / "admin.pem").is_file()
     assert not (out / "os-2" / "certs" / "admin.pem").exists()
     assert (out / "os-1" / "opensearch-security" / "roles_mapping.yml").is_file()

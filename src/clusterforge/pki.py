@@ -58,26 +58,35 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from clusterforge.errors import ClusterforgeError
 
 __all__ = [
+    "CA_BUNDLE_FILE",
     "CA_CERT_FILE",
     "CA_KEY_FILE",
     "CA_PASSPHRASE_ENV",
+    "CA_ROTATION_STEPS",
+    "CA_ROTATION_VARIABLE",
     "DEFAULT_CA_VALIDITY_DAYS",
     "DEFAULT_LEAF_VALIDITY_DAYS",
     "DEFAULT_RENEW_WITHIN_DAYS",
+    "CaRotationOrderError",
     "CertificateAuthority",
     "CertificateExpiry",
     "IssuedCertificate",
     "PkiError",
     "SubjectFields",
+    "ca_bundle_certificates",
     "ca_passphrase_from_environment",
+    "ca_rotation_state",
     "certificate_expiry",
     "ensure_admin_certificate",
     "ensure_node_certificate",
+    "issued_by",
     "load_certificate",
     "load_or_create_ca",
     "main",
+    "rotate_ca",
     "split_alt_names",
     "subject_dn",
+    "write_ca_bundle",
     "write_file_atomically",
 ]
 
@@ -346,7 +355,13 @@ def load_or_create_ca(
 
 
 def _create_ca(
-    directory: Path, *, passphrase: bytes, subject: SubjectFields, validity_days: int
+    directory: Path,
+    *,
+    passphrase: bytes,
+    subject: SubjectFields,
+    validity_days: int,
+    cert_name: str = CA_CERT_FILE,
+    key_name: str = CA_KEY_FILE,
 ) -> CertificateAuthority:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
@@ -386,8 +401,8 @@ def _create_ca(
         serialization.PrivateFormat.PKCS8,
         serialization.BestAvailableEncryption(passphrase),
     )
-    cert_path = directory / CA_CERT_FILE
-    key_path = directory / CA_KEY_FILE
+    cert_path = directory / cert_name
+    key_path = directory / key_name
     _write_key_and_certificate(
         key_path=key_path, key_pem=key_pem, cert_path=cert_path, certificate=certificate
     )
@@ -496,6 +511,193 @@ def _load_unencrypted_ca_key(
     return key
 
 
+# --- CA rotation --------------------------------------------------------------------------
+#
+# Three steps, each a run of playbooks/rotate-ca.yml, so that no node ever meets a peer
+# or a client whose certificate it does not trust:
+#
+#   trust    a new CA is created beside the current one (ca-next.pem, ca-next-key.pem);
+#            every node is given a bundle of both and still serves its old certificate.
+#   reissue  the new CA becomes the current one; the old one is kept as ca-previous.pem
+#            (its key too, so that the step can still be understood and undone by hand);
+#            every node and admin certificate is issued again, under the new CA, and the
+#            bundle holds both CAs until every node serves the new certificate.
+#   finish   the old CA leaves the bundle; its certificate moves to retired/, its key is
+#            deleted. Refused while a certificate the cluster uses was signed by the old CA.
+#
+# The state is ca-rotation.json beside the CA; the bundle (ca-bundle.pem) is what nodes
+# and clients trust, in every state.
+
+CA_BUNDLE_FILE = "ca-bundle.pem"
+CA_NEXT_CERT_FILE = "ca-next.pem"
+CA_NEXT_KEY_FILE = "ca-next-key.pem"
+CA_PREVIOUS_CERT_FILE = "ca-previous.pem"
+CA_PREVIOUS_KEY_FILE = "ca-previous-key.pem"
+CA_ROTATION_STATE_FILE = "ca-rotation.json"
+CA_RETIRED_DIR = "retired"
+CA_ROTATION_STEPS = ("trust", "reissue", "finish")
+CA_ROTATION_VARIABLE = "clusterforge_ca_rotation_step"
+# Which step must have run last before each step may run (a step may also be rerun).
+_STEP_AFTER = {"trust": ("idle", "finished"), "reissue": ("trust",), "finish": ("reissue",)}
+_STEP_DONE = {"trust": "trust", "reissue": "reissue", "finish": "finished"}
+
+
+class CaRotationOrderError(PkiError):
+    """A CA rotation step was asked for out of order; the message names the step to run."""
+
+
+def ca_rotation_state(directory: Path) -> str:
+    """The last CA rotation step that ran in ``directory``: idle (never rotated), trust,
+    reissue or finished."""
+    path = directory / CA_ROTATION_STATE_FILE
+    if not path.exists():
+        return "idle"
+    try:
+        state = json.loads(path.read_text(encoding="utf-8")).get("step", "idle")
+    except (OSError, ValueError, AttributeError) as error:
+        raise PkiError(
+            f"cannot read the CA rotation state {path}; restore it, or remove it if no "
+            "rotation is under way"
+        ) from error
+    if state not in ("idle", "trust", "reissue", "finished"):
+        raise PkiError(f"{path} names an unknown step {state!r}; restore the file")
+    return str(state)
+
+
+def _write_rotation_state(directory: Path, step: str) -> None:
+    document = {"step": step, "at": _utcnow().isoformat(timespec="seconds")}
+    write_file_atomically(
+        directory / CA_ROTATION_STATE_FILE,
+        (json.dumps(document) + "\n").encode("utf-8"),
+        mode=0o644,
+    )
+
+
+def ca_bundle_certificates(directory: Path) -> list[x509.Certificate]:
+    """The CAs the nodes must trust in the current state, the issuing CA first."""
+    state = ca_rotation_state(directory)
+    certificates = [load_certificate(directory / CA_CERT_FILE)]
+    if state == "trust":
+        certificates.append(load_certificate(directory / CA_NEXT_CERT_FILE))
+    elif state == "reissue":
+        certificates.append(load_certificate(directory / CA_PREVIOUS_CERT_FILE))
+    return certificates
+
+
+def write_ca_bundle(directory: Path, *, ca_cert_path: Path | None = None) -> Path:
+    """Write ``ca-bundle.pem`` from the rotation state; rewritten only when it differs.
+
+    ``ca_cert_path`` is a user's own CA (no rotation then): the bundle is that CA alone.
+    """
+    if ca_cert_path is not None:
+        certificates = [load_certificate(ca_cert_path)]
+    else:
+        certificates = ca_bundle_certificates(directory)
+    data = b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in certificates)
+    path = directory / CA_BUNDLE_FILE
+    if not path.exists() or path.read_bytes() != data:
+        write_file_atomically(path, data, mode=0o644)
+    return path
+
+
+def rotate_ca(
+    directory: Path,
+    step: str,
+    *,
+    passphrase: bytes | None,
+    subject: SubjectFields,
+    validity_days: int = DEFAULT_CA_VALIDITY_DAYS,
+    leaves_signed_by_previous: Sequence[str] = (),
+) -> str:
+    """Run one CA rotation step in ``directory`` (the control node's PKI directory).
+
+    Returns what it did, one line. A step repeated right after itself changes nothing
+    (a rerun after a failed playbook is safe); any other order raises
+    :class:`CaRotationOrderError`. ``leaves_signed_by_previous`` names the certificates
+    still signed by the old CA: ``finish`` refuses while there are any.
+    """
+    if step not in CA_ROTATION_STEPS:
+        raise CaRotationOrderError(
+            f"{CA_ROTATION_VARIABLE}={step!r} is not a step; give one of "
+            f"{', '.join(CA_ROTATION_STEPS)}, in that order"
+        )
+    if not passphrase:
+        raise PkiError(
+            f"the CA key passphrase is empty; set {CA_PASSPHRASE_ENV} (or the vaulted "
+            "variable the role reads) before rotating the CA"
+        )
+    state = ca_rotation_state(directory)
+    if state == _STEP_DONE[step]:
+        return f"{step}: already done, nothing to change"
+    if state not in _STEP_AFTER[step]:
+        raise CaRotationOrderError(_order_message(step, state))
+    current = load_or_create_ca(directory, passphrase=passphrase, subject=subject)
+    if step == "trust":
+        _create_ca(
+            directory,
+            passphrase=passphrase,
+            subject=subject,
+            validity_days=validity_days,
+            cert_name=CA_NEXT_CERT_FILE,
+            key_name=CA_NEXT_KEY_FILE,
+        )
+        _write_rotation_state(directory, "trust")
+        write_ca_bundle(directory)
+        new_dn = subject_dn(directory / CA_NEXT_CERT_FILE)
+        return f"trust: new CA {new_dn} created beside the current one"
+    if step == "reissue":
+        following = _load_ca(
+            directory / CA_NEXT_CERT_FILE,
+            directory / CA_NEXT_KEY_FILE,
+            passphrase=passphrase,
+            user_supplied=False,
+        )
+        # Keep the old CA first, then swap: a run stopped in between still has every file.
+        write_file_atomically(
+            directory / CA_PREVIOUS_KEY_FILE, current.key_path.read_bytes(), mode=0o600
+        )
+        write_file_atomically(
+            directory / CA_PREVIOUS_CERT_FILE, current.cert_path.read_bytes(), mode=0o644
+        )
+        os.replace(following.key_path, current.key_path)
+        os.replace(following.cert_path, current.cert_path)
+        _write_rotation_state(directory, "reissue")
+        write_ca_bundle(directory)
+        return f"reissue: {following.subject_dn} is now the issuing CA"
+    # finish
+    if leaves_signed_by_previous:
+        raise CaRotationOrderError(
+            f"{CA_ROTATION_VARIABLE}=finish: {', '.join(leaves_signed_by_previous)} still "
+            "signed by the old CA; rerun playbooks/rotate-ca.yml with "
+            f"{CA_ROTATION_VARIABLE}=reissue first"
+        )
+    previous = load_certificate(directory / CA_PREVIOUS_CERT_FILE)
+    retired = directory / CA_RETIRED_DIR
+    retired.mkdir(mode=0o700, exist_ok=True)
+    write_file_atomically(
+        retired / f"ca-{previous.serial_number:x}.pem",
+        previous.public_bytes(serialization.Encoding.PEM),
+        mode=0o644,
+    )
+    (directory / CA_PREVIOUS_KEY_FILE).unlink(missing_ok=True)
+    (directory / CA_PREVIOUS_CERT_FILE).unlink(missing_ok=True)
+    _write_rotation_state(directory, "finished")
+    write_ca_bundle(directory)
+    return f"finish: old CA {previous.subject.rfc4514_string()} retired; its key is deleted"
+
+
+def _order_message(step: str, state: str) -> str:
+    last = {"idle": "none", "finished": "finish", "trust": "trust", "reissue": "reissue"}[state]
+    following = {"idle": "trust", "finished": "trust", "trust": "reissue", "reissue": "finish"}[
+        state
+    ]
+    return (
+        f"{CA_ROTATION_VARIABLE}={step} cannot run now: the last step was {last}. The steps "
+        f"run in the order trust, reissue, finish; run playbooks/rotate-ca.yml with "
+        f"-e {CA_ROTATION_VARIABLE}={following} next"
+    )
+
+
 # --- node and admin certificates ----------------------------------------------------------
 
 
@@ -509,6 +711,7 @@ def ensure_node_certificate(
     ip_addresses: Sequence[str] = (),
     renew_within_days: int = DEFAULT_RENEW_WITHIN_DAYS,
     validity_days: int = DEFAULT_LEAF_VALIDITY_DAYS,
+    force: bool = False,
 ) -> IssuedCertificate:
     """Make sure ``directory/<name>.pem`` is a current node certificate (serverAuth+clientAuth).
 
@@ -539,6 +742,7 @@ def ensure_node_certificate(
         usages=_NODE_USAGES,
         renew_within_days=renew_within_days,
         validity_days=validity_days,
+        force=force,
     )
 
 
@@ -550,6 +754,7 @@ def ensure_admin_certificate(
     name: str = "admin",
     renew_within_days: int = DEFAULT_RENEW_WITHIN_DAYS,
     validity_days: int = DEFAULT_LEAF_VALIDITY_DAYS,
+    force: bool = False,
 ) -> IssuedCertificate:
     """Make sure ``directory/<name>.pem`` is a current admin client certificate (clientAuth).
 
@@ -564,6 +769,7 @@ def ensure_admin_certificate(
         usages=_ADMIN_USAGES,
         renew_within_days=renew_within_days,
         validity_days=validity_days,
+        force=force,
     )
 
 
@@ -593,6 +799,7 @@ def _ensure_leaf_certificate(
     usages: tuple[x509.ObjectIdentifier, ...],
     renew_within_days: int,
     validity_days: int,
+    force: bool = False,
 ) -> IssuedCertificate:
     if not _NAME_PATTERN.fullmatch(name) or name in {"ca", "ca-key"}:
         raise PkiError(
@@ -612,6 +819,9 @@ def _ensure_leaf_certificate(
         usages=usages,
         renew_within_days=renew_within_days,
     )
+    if force and not reasons:
+        # playbooks/rotate-certs.yml: a new key and serial now, whatever the expiry.
+        reasons = ["renewal forced (rotate-certs)"]
     if not reasons:
         existing = load_certificate(cert_path)
         return IssuedCertificate(
@@ -772,6 +982,11 @@ def _signature_hash(key: CertificateIssuerPrivateKeyTypes) -> hashes.SHA256 | No
     if isinstance(key, ed25519.Ed25519PrivateKey | ed448.Ed448PrivateKey):
         return None
     return hashes.SHA256()
+
+
+def issued_by(certificate: x509.Certificate, ca_certificate: x509.Certificate) -> bool:
+    """Whether ``ca_certificate``'s key signed ``certificate``."""
+    return _issued_by(certificate, ca_certificate)
 
 
 def _issued_by(certificate: x509.Certificate, ca_certificate: x509.Certificate) -> bool:

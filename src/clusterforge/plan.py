@@ -41,9 +41,10 @@ from clusterforge.plugins import fetch_plugin, fetch_security_plugin
 from clusterforge.render import (
     ADMIN_CERT_FILE,
     ADMIN_KEY_FILE,
-    CA_CERT_FILE,
+    NODE_CA_FILE,
     NODE_CERT_FILE,
     NODE_KEY_FILE,
+    NODE_TLS_LINK,
     render_node_files,
 )
 from clusterforge.services_plan import plan_services
@@ -101,8 +102,11 @@ def _pki_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any] | Non
         "admin_key": pki.admin.key_path,
         "admin_dn": pki.admin_dn,
         "nodes_dn": pki.nodes_dn,
+        # Nodes load renewed certificates without a restart (render.HOT_RELOAD_SETTING).
+        "hot_reload": True,
         "on_node": {
-            "ca_cert": f"{on_node}/{CA_CERT_FILE}",
+            "tls_link": f"{on_node}/{NODE_TLS_LINK}",
+            "ca_cert": f"{on_node}/{NODE_CA_FILE}",
             "node_cert": f"{on_node}/{NODE_CERT_FILE}",
             "node_key": f"{on_node}/{NODE_KEY_FILE}",
             "admin_cert": f"{on_node}/{ADMIN_CERT_FILE}",
@@ -314,6 +318,8 @@ def build_plan(
                 else {
                     "cert": pki.nodes[node.inventory_name].cert_path,
                     "key": pki.nodes[node.inventory_name].key_path,
+                    "serial": pki.nodes[node.inventory_name].serial,
+                    "generation": (pki.generations or {}).get(node.inventory_name, ""),
                 },
             }
             for node in cluster.nodes
@@ -368,7 +374,7 @@ def host_files(plan: Mapping[str, Any]) -> dict[str, dict[str, str]]:
             "opensearch.service": node["files"]["opensearch.service"],
         }
         if pki is not None:
-            files[CA_CERT_FILE] = Path(pki["ca_cert"]).read_text()
+            files[NODE_CA_FILE] = Path(pki["ca_cert"]).read_text()
             files[NODE_CERT_FILE] = Path(node["tls"]["cert"]).read_text()
             if host == cluster["security_init_node"]:
                 files[ADMIN_CERT_FILE] = Path(pki["admin_cert"]).read_text()
@@ -401,7 +407,14 @@ def restart_reasons(
     node = rollout["nodes"][host]
     if not node["active"] or rollout["mode_switch"]:
         return []
-    reasons = [str(change["reason"]) for change in changes if change.get("host") == host]
+    # With hot reload the node loads new certificate files by itself (roles/certificates
+    # swaps them in whole); they are no reason to restart.
+    reloadable = {"certificates"} if (plan["cluster"].get("pki") or {}).get("hot_reload") else set()
+    reasons = [
+        str(change["reason"])
+        for change in changes
+        if change.get("host") == host and change.get("reason") not in reloadable
+    ]
     if node["upgrade"]:
         reasons.append(f"upgrade {node['running_version']} -> {plan['cluster']['version']}")
     return list(dict.fromkeys(reasons))

@@ -18,11 +18,18 @@ MANAGED_HEADER = (
     "# change the inventory and rerun the playbook instead."
 )
 # Relative to the config directory: the plugin reads certificates only from inside it.
-NODE_CERT_FILE = "certs/node.pem"
-NODE_KEY_FILE = "certs/node-key.pem"
+# A node's TLS files live in one directory per generation (certs/gen-<digest>/) behind the
+# link certs/live, which roles/certificates swaps in one rename: the plugin's hot reload
+# never sees a new certificate beside an old key (docs/certificates.md).
+NODE_TLS_LINK = "certs/live"
+NODE_CERT_FILE = f"{NODE_TLS_LINK}/node.pem"
+NODE_KEY_FILE = f"{NODE_TLS_LINK}/node-key.pem"
+NODE_CA_FILE = f"{NODE_TLS_LINK}/ca.pem"
+# The console's copy of the CA bundle, relative to its own config directory.
 CA_CERT_FILE = "certs/ca.pem"
 ADMIN_CERT_FILE = "certs/admin.pem"
 ADMIN_KEY_FILE = "certs/admin-key.pem"
+HOT_RELOAD_SETTING = "plugins.security.ssl.certificates_hot_reload.enabled"
 CORS_ALLOW_HEADERS = "X-Requested-With, X-Auth-Token, Content-Type, Content-Length, Authorization"
 
 _environment = jinja2.Environment(
@@ -46,16 +53,28 @@ def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> d
         "plugins.security.ssl.transport.enabled": True,
         "plugins.security.ssl.transport.pemcert_filepath": NODE_CERT_FILE,
         "plugins.security.ssl.transport.pemkey_filepath": NODE_KEY_FILE,
-        "plugins.security.ssl.transport.pemtrustedcas_filepath": CA_CERT_FILE,
+        "plugins.security.ssl.transport.pemtrustedcas_filepath": NODE_CA_FILE,
         "plugins.security.ssl.transport.enforce_hostname_verification": False,
         "plugins.security.ssl.http.enabled": cluster.security_mode == "tls",
+        # Renewed certificates are loaded without a restart. Of 2.19's two mechanisms
+        # this is the one that watches the files (every 5 s); the older reloadcerts API
+        # (plugins.security.ssl_cert_reload_enabled) needs an admin-certificate call per
+        # node and layer, and the plugin refuses to start with both set.
+        HOT_RELOAD_SETTING: True,
+        # On reload the plugin compares the new certificate's issuer DN, subject DN and
+        # SANs with the loaded one's and refuses a difference. A CA rotation changes the
+        # issuer DN by design, so the comparison would block it; the control node
+        # decides what a certificate says, and nodes_dn and the CA bundle still decide
+        # whom a node trusts.
+        "plugins.security.ssl.transport.enforce_cert_reload_dn_verification": False,
     }
     if cluster.security_mode == "tls":
         settings.update(
             {
                 "plugins.security.ssl.http.pemcert_filepath": NODE_CERT_FILE,
                 "plugins.security.ssl.http.pemkey_filepath": NODE_KEY_FILE,
-                "plugins.security.ssl.http.pemtrustedcas_filepath": CA_CERT_FILE,
+                "plugins.security.ssl.http.pemtrustedcas_filepath": NODE_CA_FILE,
+                "plugins.security.ssl.http.enforce_cert_reload_dn_verification": False,
             }
         )
     settings.update(
