@@ -13,6 +13,8 @@ import base64
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -237,6 +239,8 @@ def test_a_request_failing_on_every_node_counts_as_failed(
     report = load.report
     assert report.failed == 2
     assert report.retried == 2
+    # Each failed write went to the second node once; its second 503 had nowhere to go.
+    assert report.retry_causes == {"HTTP 503": 2}
     assert not report.ok
     assert "2 of 20 request(s) failed on every node" in report.problems()
     assert len(report.failure_samples) == 2
@@ -255,7 +259,99 @@ def test_a_request_failing_on_one_node_only_is_retried_not_failed(
     with quick_load(target_of(nodes), max_requests=10) as load:
         assert load.wait(10)
     assert (load.report.failed, load.report.retried) == (0, 1)
+    assert load.report.retry_causes == {"HTTP 503": 1}
     assert load.report.ok
+
+
+@pytest.fixture
+def refusing_url() -> Iterator[str]:
+    """A real local port that refuses connections, as a host whose JVM was killed does: a
+    socket bound to it and never listening, so no other process can take the port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        yield f"http://127.0.0.1:{port}"
+
+
+class ResettingNode:
+    """A real local socket that accepts a request and resets the connection without an
+    answer, as a node does when its JVM is killed while it handles the request."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.resets = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(65536)
+                # Linger 0: close() sends a RST, not a FIN.
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.resets += 1
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_refused_connection_is_retried_on_the_next_node_not_failed(
+    stand_in: tuple[StandInCluster, list[StandInNode]], refusing_url: str
+) -> None:
+    _, nodes = stand_in
+    target = LoadTarget(
+        urls=(refusing_url, *(node.url for node in nodes)),
+        credentials=(STAND_IN_USER, STAND_IN_PASSWORD),
+    )
+    with quick_load(target, max_requests=30) as load:
+        assert load.wait(10)
+    report = load.report
+    assert report.failed == 0, report.failure_samples
+    # Round robin over three URLs: every third request starts on the refusing one.
+    assert report.retried == 10
+    assert report.retry_causes == {"ConnectError": 10}
+    assert report.ok, report.problems()
+    assert report.acknowledged_writes == report.writes_readable_afterwards == 15
+
+
+def test_a_connection_reset_mid_request_is_retried_on_the_next_node(
+    stand_in: tuple[StandInCluster, list[StandInNode]],
+) -> None:
+    _, nodes = stand_in
+    resetting = ResettingNode()
+    try:
+        target = LoadTarget(
+            urls=(resetting.url, *(node.url for node in nodes)),
+            credentials=(STAND_IN_USER, STAND_IN_PASSWORD),
+        )
+        with quick_load(target, max_requests=30) as load:
+            assert load.wait(10)
+    finally:
+        resetting.close()
+    report = load.report
+    assert report.failed == 0, report.failure_samples
+    assert report.retried == 10
+    assert resetting.resets >= 10
+    assert sum(report.retry_causes.values()) == 10
+    assert set(report.retry_causes) <= {"ReadError", "RemoteProtocolError", "WriteError"}
+    assert report.ok, report.problems()
+
+
+def test_a_load_that_every_node_refuses_cannot_start_and_says_why(
+    refusing_url: str,
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as second:
+        second.bind(("127.0.0.1", 0))
+        other = f"http://127.0.0.1:{second.getsockname()[1]}"
+        with pytest.raises(LoadcheckError, match="ConnectError"):
+            quick_load(LoadTarget(urls=(refusing_url, other))).start()
 
 
 def test_failure_samples_are_capped_and_carry_no_credentials(

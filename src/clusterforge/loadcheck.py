@@ -134,7 +134,10 @@ def _relative_to(lab_json: Path, value: str) -> Path:
 class LoadReport:
     """What the load saw. ``ok`` is the verdict; ``problems()`` says why not.
 
-    Latencies are per logical request, retries on other nodes included. Health
+    Latencies are per logical request, retries on other nodes included.
+    ``retry_causes`` counts, by cause (``ConnectError`` for a refused connection,
+    ``ReadTimeout``, ``HTTP 503``, ...), every attempt that failed on one node and was
+    sent on to the next. Health
     statuses are ``green``/``yellow``/``red`` as the cluster reported them, or
     ``unavailable`` when no node answered the health call.
     """
@@ -158,6 +161,7 @@ class LoadReport:
     writes_readable_afterwards: int
     documents_counted: int | None
     verification_error: str | None
+    retry_causes: dict[str, int] = field(default_factory=dict)
 
     @property
     def lost_writes(self) -> int:
@@ -202,6 +206,8 @@ class _Outcome:
     errors: list[str]
     body: Any = None
     status: int | None = None
+    # Why each node before the last one tried did not answer: for the report.
+    causes: list[str] = field(default_factory=list)
 
 
 class _RoundRobin:
@@ -228,16 +234,19 @@ class _RoundRobin:
         first = self._next
         self._next = (self._next + 1) % len(self.urls)
         errors: list[str] = []
+        causes: list[str] = []
         for offset in range(len(self.urls)):
             url = self.urls[(first + offset) % len(self.urls)]
             try:
                 response = self.client.request(method, url + path, json=json_body)
             except httpx.TransportError as error:
                 errors.append(f"{url}: {type(error).__name__} {_short(str(error))}")
+                causes.append(type(error).__name__)
                 continue
             status = response.status_code
             if status >= 500 or status in _RETRYABLE_STATUSES:
                 errors.append(f"{url}: HTTP {status} {_short(response.text)}")
+                causes.append(f"HTTP {status}")
                 continue
             if status >= 400:
                 # The request itself is wrong (or the document is gone): every node
@@ -249,10 +258,12 @@ class _RoundRobin:
                     errors=errors,
                     body=_json_or_none(response),
                     status=status,
+                    causes=causes,
                 )
             refusal = accept(response) if accept else None
             if refusal:
                 errors.append(f"{url}: {refusal}")
+                causes.append("refused answer")
                 continue
             return _Outcome(
                 ok=True,
@@ -260,8 +271,9 @@ class _RoundRobin:
                 errors=errors,
                 body=_json_or_none(response),
                 status=status,
+                causes=causes,
             )
-        return _Outcome(ok=False, attempts=len(self.urls), errors=errors)
+        return _Outcome(ok=False, attempts=len(self.urls), errors=errors, causes=causes)
 
 
 def _short(text: str) -> str:
@@ -366,6 +378,7 @@ class ClusterLoad:
         self._by_kind: Counter[str] = Counter()
         self._failed = 0
         self._retried = 0
+        self._retry_causes: Counter[str] = Counter()
         self._failure_samples: list[str] = []
         self._latencies_s: list[float] = []
         self._acknowledged: list[str] = []
@@ -442,6 +455,7 @@ class ClusterLoad:
             writes_readable_afterwards=readable,
             documents_counted=counted,
             verification_error=verification_error,
+            retry_causes=dict(self._retry_causes),
         )
         return self._report
 
@@ -587,6 +601,9 @@ class ClusterLoad:
         self._by_kind[kind] += 1
         if outcome.attempts > 1:
             self._retried += 1
+            # Each attempt but the last was sent on to another node; the last, when it
+            # failed too, had no node left to go to.
+            self._retry_causes.update(outcome.causes[: outcome.attempts - 1])
         if not outcome.ok:
             self._failed += 1
             if len(self._failure_samples) < MAX_FAILURE_SAMPLES:

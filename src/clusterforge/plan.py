@@ -48,6 +48,7 @@ from clusterforge.render import (
     render_node_files,
 )
 from clusterforge.services_plan import plan_services
+from clusterforge.snapshots import plan_snapshots
 
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
 
@@ -286,6 +287,7 @@ def build_plan(
     """
     services = _plan_services(services_vars or {}, project_root)
     cluster = build_cluster(nodes_vars)
+    snapshots = plan_snapshots(cluster, nodes_vars[0][1])
     pki = None
     if cluster.secured:
         pki = ensure_cluster_pki(
@@ -307,6 +309,7 @@ def build_plan(
         "consoles": consoles,
         "rollout": plan_rollout(cluster, observed or {}),
         "services": services,
+        "snapshots": snapshots,
         "nodes": {
             node.inventory_name: {
                 "name": node.name,

@@ -35,6 +35,7 @@ from clusterforge.errors import LabError
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
+from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
 NETWORK_NAME = "clusterforge-lab"
@@ -180,6 +181,11 @@ class Lab:
             placement = ["--network", NETWORK_NAME, "--hostname", node.inventory_name]
             hosts = []
         sshd_config = self._sshd_config(node)
+        # One host directory at path.repo in every container: the snapshot repository's
+        # shared directory (docs/snapshots.md). It outlives scripts/down, as the CA does.
+        snapshots = self.lab_dir / "snapshots"
+        snapshots.mkdir(parents=True, exist_ok=True)
+        repo_path = load_schema().variables["opensearch_repo_path"].default
         run(
             [
                 "docker",
@@ -198,6 +204,8 @@ class Lab:
                 f"{sshd_config}:/etc/ssh/sshd_config.d/clusterforge-lab.conf:ro",
                 "-v",
                 f"{self.key}.pub:/root/.ssh/authorized_keys:ro",
+                "-v",
+                f"{snapshots}:{repo_path}:rw",
                 CURRENT_IMAGE,
                 "/sbin/init",
             ]

@@ -1,0 +1,172 @@
+"""The snapshot part of the plan: the repository and the policy, refused before any host
+changes when the inventory asks for what the cluster cannot do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusterforge.errors import InventoryError
+from clusterforge.model import build_cluster
+from clusterforge.plan import build_plan
+from clusterforge.snapshots import DIGEST_PREFIX, SM_PLUGINS, plan_snapshots
+
+POLICY = {"name": "nightly", "cron": "0 2 * * *", "max_age": "14d", "max_count": 30}
+SM_PLUGIN_ENTRIES = [
+    {"name": name, "source": "maven", "coordinates": f"org.opensearch.plugin:{name}"}
+    for name in SM_PLUGINS
+]
+
+
+def nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:
+    base = {"opensearch_security_mode": "open", **overrides}
+    return [(f"os-{i}", {"ansible_host": f"127.0.0.{60 + i}", **base}) for i in (1, 2, 3)]
+
+
+def planned(**overrides: Any) -> dict[str, Any]:
+    inventory = nodes(**overrides)
+    return plan_snapshots(build_cluster(inventory), inventory[0][1])
+
+
+def problems_of(**overrides: Any) -> list[str]:
+    inventory = nodes(**overrides)
+    with pytest.raises(InventoryError) as raised:
+        plan_snapshots(build_cluster(inventory), inventory[0][1])
+    return raised.value.problems
+
+
+def test_no_repository_when_unset() -> None:
+    assert planned() == {"repository": None, "location": "/var/backups/opensearch", "policy": None}
+    # An empty policy mapping is no policy.
+    assert planned(opensearch_snapshot_policy={})["policy"] is None
+
+
+def test_the_repository_lives_at_path_repo() -> None:
+    assert planned(
+        opensearch_snapshot_repository="backups", opensearch_repo_path="/srv/shared/snapshots"
+    ) == {"repository": "backups", "location": "/srv/shared/snapshots", "policy": None}
+
+
+def test_the_whole_plan_carries_the_repository() -> None:
+    plan = build_plan(nodes(opensearch_snapshot_repository="backups"), fetch=False)
+    assert plan["snapshots"]["repository"] == "backups"
+
+
+@pytest.mark.parametrize("name", ["Backups", "_backups", "back ups", "a/b", ""])
+def test_a_malformed_repository_name_is_refused_by_the_schema(name: str) -> None:
+    with pytest.raises(InventoryError) as raised:
+        build_cluster(nodes(opensearch_snapshot_repository=name))
+    assert any("opensearch_snapshot_repository" in problem for problem in raised.value.problems)
+
+
+def test_the_policy_is_refused_on_the_minimal_engine_naming_what_is_missing() -> None:
+    [problem] = problems_of(
+        opensearch_snapshot_repository="backups", opensearch_snapshot_policy=POLICY
+    )
+    assert problem.startswith("opensearch_snapshot_policy needs the snapshot-management API")
+    assert "index-management" in problem
+    assert "'maven'" in problem
+    assert all(name in problem for name in SM_PLUGINS)
+    assert "tarball" in problem
+
+
+def test_the_whole_plan_refuses_the_policy_before_anything_is_fetched() -> None:
+    with pytest.raises(InventoryError, match="opensearch_snapshot_policy needs"):
+        build_plan(
+            nodes(opensearch_snapshot_repository="b", opensearch_snapshot_policy=POLICY),
+            fetch=True,  # would fetch the engine if the refusal came later
+        )
+
+
+def test_the_policy_is_planned_when_index_management_is_installed() -> None:
+    policy = planned(
+        opensearch_snapshot_repository="backups",
+        opensearch_snapshot_policy=POLICY,
+        opensearch_plugins=SM_PLUGIN_ENTRIES,
+    )["policy"]
+    assert policy["name"] == "nightly"
+    body = policy["body"]
+    schedule = {"cron": {"expression": "0 2 * * *", "timezone": "UTC"}}
+    assert body["creation"] == {"schedule": schedule}
+    assert body["snapshot_config"] == {"repository": "backups", "indices": "*"}
+    assert body["deletion"] == {
+        "schedule": schedule,
+        "condition": {"min_count": 1, "max_age": "14d", "max_count": 30},
+    }
+    assert body["enabled"] is True
+    assert body["description"].startswith(DIGEST_PREFIX)
+    assert policy["description"] == body["description"]
+
+
+def test_the_policy_digest_follows_its_content() -> None:
+    def description(**policy: Any) -> str:
+        return str(
+            planned(
+                opensearch_snapshot_repository="backups",
+                opensearch_snapshot_policy=policy,
+                opensearch_plugins=SM_PLUGIN_ENTRIES,
+            )["policy"]["description"]
+        )
+
+    assert description(cron="0 2 * * *") == description(cron=" 0  2 * * * ")
+    assert description(cron="0 2 * * *") != description(cron="0 3 * * *")
+
+
+def test_the_official_tarball_has_the_sm_api() -> None:
+    policy = planned(
+        opensearch_snapshot_repository="backups",
+        opensearch_snapshot_policy={"cron": "30 1 * * *"},
+        opensearch_distribution_source="tarball",
+    )["policy"]
+    assert policy["name"] == "clusterforge"
+    assert "deletion" not in policy["body"]
+
+
+def test_a_policy_without_a_repository_is_refused() -> None:
+    problems = problems_of(
+        opensearch_snapshot_policy={"cron": "0 2 * * *"}, opensearch_plugins=SM_PLUGIN_ENTRIES
+    )
+    assert problems == [
+        "opensearch_snapshot_policy is set but opensearch_snapshot_repository is not: the "
+        "policy snapshots into that repository; set opensearch_snapshot_repository, e.g. backups"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (
+            {"cron": "every night"},
+            "opensearch_snapshot_policy.cron 'every night' is not a five-field",
+        ),
+        ({"name": "n"}, "opensearch_snapshot_policy.cron None is not a five-field"),
+        ({"cron": "0 2 * * *", "name": "Nightly"}, "opensearch_snapshot_policy.name 'Nightly'"),
+        ({"cron": "0 2 * * *", "max_age": "2 weeks"}, "max_age '2 weeks' is not a duration"),
+        ({"cron": "0 2 * * *", "max_count": 0}, "max_count 0 is not a whole number"),
+        ({"cron": "0 2 * * *", "max_count": True}, "max_count True is not a whole number"),
+        ({"cron": "0 2 * * *", "max_count": 2, "min_count": 5}, "min_count 5 exceeds max_count 2"),
+        ({"cron": "0 2 * * *", "enabled": "yes"}, "enabled 'yes' is not a boolean"),
+        ({"cron": "0 2 * * *", "timezone": "UTC+1 hour"}, "timezone 'UTC+1 hour'"),
+        ({"cron": "0 2 * * *", "indices": ""}, "indices '' must be an index pattern"),
+        ({"cron": "0 2 * * *", "retention": 3}, "unknown key(s) retention"),
+    ],
+)
+def test_a_bad_policy_names_the_field_and_the_fix(policy: dict[str, Any], expected: str) -> None:
+    problems = problems_of(
+        opensearch_snapshot_repository="backups",
+        opensearch_snapshot_policy=policy,
+        opensearch_plugins=SM_PLUGIN_ENTRIES,
+    )
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_a_policy_that_is_not_a_mapping_is_refused_by_the_schema() -> None:
+    with pytest.raises(InventoryError) as raised:
+        build_cluster(nodes(opensearch_snapshot_policy="0 2 * * *"))
+    assert any("opensearch_snapshot_policy must be a mapping" in p for p in raised.value.problems)
+
+
+def test_every_policy_problem_comes_back_together() -> None:
+    problems = problems_of(opensearch_snapshot_policy={"cron": "x", "max_count": -1})
+    assert len(problems) == 4  # no repository, no SM API, the cron, the count
