@@ -280,3 +280,11 @@ def test_scripts_up_refuses_a_bad_nodes_value_before_doing_anything(
         main(["up", "--nodes", "7"])
     assert exited.value.code == 2
     assert "--nodes takes a whole number from 1 to 5, not '7'" in capsys.readouterr().err
+
+
+def test_a_removal_is_refused_when_the_replicas_could_not_be_read() -> None:
+    cluster = build_cluster(open_nodes(4, absent=(4,)))
+    seen = observed(4)
+    seen["os-1"] = {**seen["os-1"], "index_settings": None}
+    with pytest.raises(RemovalRefusedError, match="did not answer GET /_settings"):
+        plan_removal(cluster, seen)

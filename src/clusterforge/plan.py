@@ -447,13 +447,17 @@ class RemovalRefusedError(ClusterforgeError):
 
 def _observed_cluster(
     observed: Mapping[str, Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The cluster's members (name, roles) and its indices' settings, as the first
-    running node that answered reports them (playbooks/tasks/observe.yml)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The cluster's members (name, roles) and its indices' settings (None when they could
+    not be read), as the first running node that answered reports them
+    (playbooks/tasks/observe.yml)."""
     for seen in observed.values():
         members = (seen or {}).get("cluster_nodes")
         if members:
-            return [dict(member) for member in members], dict(seen.get("index_settings") or {})
+            settings = seen.get("index_settings")
+            return [dict(member) for member in members], (
+                dict(settings) if isinstance(settings, Mapping) else None
+            )
     return [], {}
 
 
@@ -462,7 +466,7 @@ def _replicas_needed(index_settings: Mapping[str, Any]) -> tuple[int, str | None
     Indices with auto_expand_replicas adapt to the nodes there are and need none."""
     most, which = 1, None
     for index, entry in sorted(index_settings.items()):
-        settings = (entry or {}).get("settings") or {}
+        settings = entry.get("settings") or {} if isinstance(entry, Mapping) else {}
         auto_expand = str(settings.get("index.auto_expand_replicas", "false")).lower()
         if auto_expand not in ("false", "none", ""):
             continue
@@ -507,7 +511,13 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
             )
         data = [name for name in member_roles if has_role(name, DATA_ROLES)]
         data_left = [name for name in data if name not in {n.name for n in leaving}]
-        needed, index = _replicas_needed(index_settings)
+        if index_settings is None:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) needs the indices' "
+                "number_of_replicas, and the cluster did not answer GET /_settings: rerun "
+                "when it answers."
+            )
+        needed, index = _replicas_needed(index_settings or {})
         if len(data_left) < needed:
             problems.append(
                 f"removing {hosts} (opensearch_node_state: absent) would leave "
