@@ -14,6 +14,7 @@ from clusterforge.errors import InventoryError
 from clusterforge.hashing import verify_password
 from clusterforge.model import build_cluster
 from clusterforge.plan import build_plan
+from nodes_dn_matcher import admits
 
 PASSWORDS = {
     "admin": "Unit-Admin-3f9a",
@@ -61,7 +62,13 @@ def test_tls_plan_writes_the_dns_the_certificates_report(tmp_path: Path) -> None
     assert node_settings["plugins.security.ssl.http.enabled"] is True
     assert node_settings["plugins.security.ssl.transport.pemcert_filepath"] == "certs/live/node.pem"
     expected_nodes_dn = [subject_of(str(tmp_path / f"os-{i}.pem")) for i in (1, 2, 3)]
-    assert node_settings["plugins.security.nodes_dn"] == expected_nodes_dn
+    # One pattern (scale out: a node added later is admitted without a restart).
+    assert len(node_settings["plugins.security.nodes_dn"]) == 1
+    for dn in expected_nodes_dn:
+        assert admits(node_settings["plugins.security.nodes_dn"], dn)
+    assert not admits(
+        node_settings["plugins.security.nodes_dn"], subject_of(str(tmp_path / "admin.pem"))
+    )
     assert node_settings["plugins.security.authcz.admin_dn"] == [
         subject_of(str(tmp_path / "admin.pem"))
     ]

@@ -11,6 +11,7 @@ import yaml
 
 from clusterforge.cli import load_inventory_nodes, main
 from clusterforge.plan import build_plan, host_files
+from nodes_dn_matcher import admits
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
 ADMIN_PASSWORD = "Render-Admin-5c1e"
@@ -82,9 +83,14 @@ def test_render_writes_every_node_file_of_the_vaulted_tls_example(tmp_path: Path
         settings = yaml.safe_load((out / node / "opensearch.yml").read_text())
         assert settings["cluster.name"] == "search-prod"
         assert settings["plugins.security.ssl.http.enabled"] is True
-        assert settings["plugins.security.nodes_dn"] == [
-            subject_of(example / ".pki" / f"search-{i}.pem") for i in (1, 2, 3)
-        ]
+        # One pattern that admits every node certificate (and so nodes added later).
+        assert len(settings["plugins.security.nodes_dn"]) == 1
+        for i in (1, 2, 3):
+            dn = subject_of(example / ".pki" / f"search-{i}.pem")
+            assert admits(settings["plugins.security.nodes_dn"], dn)
+        assert not admits(
+            settings["plugins.security.nodes_dn"], subject_of(example / ".pki" / "admin.pem")
+        )
     settings = yaml.safe_load((out / "search-2" / "opensearch.yml").read_text())
     assert settings["network.publish_host"] == "10.20.0.12"
 
@@ -95,9 +101,10 @@ def test_a_tls_inventory_renders_nodes_dn_from_the_certificates(tmp_path: Path) 
     assert main(["render", "--inventory", str(inventory), "--out", str(out)]) == 0
     pki = inventory / ".pki"
     settings = yaml.safe_load((out / "os-2" / "opensearch.yml").read_text())
-    assert settings["plugins.security.nodes_dn"] == [
-        subject_of(pki / f"os-{i}.pem") for i in (1, 2, 3)
-    ]
+    assert len(settings["plugins.security.nodes_dn"]) == 1
+    for i in (1, 2, 3):
+        assert admits(settings["plugins.security.nodes_dn"], subject_of(pki / f"os-{i}.pem"))
+    assert not admits(settings["plugins.security.nodes_dn"], subject_of(pki / "admin.pem"))
     assert settings["plugins.security.authcz.admin_dn"] == [subject_of(pki / "admin.pem")]
     assert (out / "os-2" / "certs" / "live" / "node.pem").read_bytes() == (
         pki / "os-2.pem"

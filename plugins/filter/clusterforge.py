@@ -11,6 +11,9 @@
   opensearch_dashboards.yml from its planned settings.
 - ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
   rolling play (clusterforge.plan.restart_reasons); empty when it does not.
+- ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
+  settings a running node must restart for (clusterforge.plan.settings_needing_restart);
+  empty when only start-only settings such as discovery.seed_hosts changed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from clusterforge.console import render_console_config
-from clusterforge.plan import restart_reasons
+from clusterforge.plan import restart_reasons, settings_needing_restart
 from clusterforge.plugins import parse_descriptor, plan_plugin_changes
 from clusterforge.security_config import (
     SECURITY_CONFIG_TYPES,
@@ -67,6 +70,11 @@ def clusterforge_restart_reasons(
     return restart_reasons(plan, str(host), list(changes))
 
 
+def clusterforge_settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
+    """What makes a changed opensearch.yml a restart (clusterforge.plan)."""
+    return settings_needing_restart(None if old_text is None else str(old_text), str(new_text))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -77,4 +85,5 @@ class FilterModule:
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
             "clusterforge_restart_reasons": clusterforge_restart_reasons,
+            "clusterforge_settings_needing_restart": clusterforge_settings_needing_restart,
         }

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from clusterforge.model import Cluster
 from clusterforge.pki import (
@@ -55,9 +59,14 @@ class ClusterPki:
     # Names the set of files a node holds (bundle, certificate): a new one whenever any
     # of them changes, so the role can place them as one directory and swap a link.
     generations: dict[str, str] | None = None
+    nodes_dn_pattern: str = ""
 
     @property
     def nodes_dn(self) -> list[str]:
+        """One pattern, not a list of DNs: a node added later is admitted by the nodes
+        already running, which read this setting only at start (scale out, issue 12)."""
+        if self.nodes_dn_pattern:
+            return [self.nodes_dn_pattern]
         return [certificate.subject_dn for certificate in self.nodes.values()]
 
     @property
@@ -72,6 +81,25 @@ def resolve_pki_dir(cluster: Cluster, inventory_dir: Path) -> Path:
     """
     configured = cluster.security.pki_dir
     return Path(configured) if configured else inventory_dir / ".pki"
+
+
+# The characters a node name may carry (model.py's node-name rule); the CN of every node
+# certificate is the node name.
+_NODE_CN = "[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+def nodes_dn_pattern(subject: SubjectFields, admin_common_name: str) -> str:
+    """``plugins.security.nodes_dn`` as one regular expression (the plugin's ``/.../``
+    form, matched against the whole RFC 2253 DN of the peer's certificate): any node name
+    as CN, followed by exactly the subject fields this toolkit gives node certificates.
+    The admin certificate shares those fields, so its CN is excluded: it must never pass
+    as a node. Other subjects (another CA's style, another OU) do not match; only this
+    cluster's CA is trusted on the transport layer anyway."""
+    rest = x509.Name(
+        [attr for attr in subject.to_name() if attr.oid != NameOID.COMMON_NAME]
+    ).rfc4514_string()
+    admin = re.escape(admin_common_name)
+    return f"/^CN=(?!{admin},){_NODE_CN},{re.escape(rest)}$/"
 
 
 def _subject(cluster: Cluster, common_name: str) -> SubjectFields:
@@ -138,6 +166,9 @@ def ensure_cluster_pki(
         nodes=nodes,
         admin=_described(admin.cert_path, admin.key_path, admin.changed),
         generations=generations,
+        nodes_dn_pattern=nodes_dn_pattern(
+            _subject(cluster, security.admin_common_name), security.admin_common_name
+        ),
     )
 
 

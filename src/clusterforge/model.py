@@ -174,6 +174,9 @@ class Cluster:
     security: Security
     plugins: tuple[PluginSpec, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    # Hosts marked opensearch_node_state: absent: drained and stopped, never configured;
+    # every other field (seed hosts, node count, nodes_dn) concerns the present nodes only.
+    removed_nodes: tuple[Node, ...] = field(default=())
     cors_allow_credentials: bool = True
 
     @property
@@ -485,6 +488,16 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         if node:
             nodes.append(node)
     _check_uniqueness(nodes, problems)
+    absent = {
+        name for name, host_vars in nodes_vars if host_vars.get("opensearch_node_state") == "absent"
+    }
+    removed_nodes = [node for node in nodes if node.inventory_name in absent]
+    nodes = [node for node in nodes if node.inventory_name not in absent]
+    if removed_nodes and not nodes:
+        problems.error(
+            "every host of the group 'opensearch' has opensearch_node_state: absent; keep at "
+            "least one node present (remove a whole cluster by stopping its hosts instead)"
+        )
     eligible = [node for node in nodes if node.cluster_manager_eligible]
     if nodes and not eligible and not roles_bad:
         problems.error(
@@ -520,6 +533,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         cors_allow_credentials=cors_allow_credentials,
         extra_settings=dict(extra_settings),
         nodes=tuple(nodes),
+        removed_nodes=tuple(removed_nodes),
         security=security,
         plugins=plugins,
         warnings=tuple(problems.warnings),

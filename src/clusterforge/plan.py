@@ -35,7 +35,13 @@ from clusterforge.console import (
     render_console_unit,
 )
 from clusterforge.errors import ClusterforgeError
-from clusterforge.model import Cluster, build_cluster, heap_megabytes, plain_data
+from clusterforge.model import (
+    CLUSTER_MANAGER_ROLES,
+    Cluster,
+    build_cluster,
+    heap_megabytes,
+    plain_data,
+)
 from clusterforge.pki import CA_PASSPHRASE_ENV
 from clusterforge.plugins import fetch_plugin, fetch_security_plugin
 from clusterforge.render import (
@@ -50,6 +56,7 @@ from clusterforge.render import (
 from clusterforge.services_plan import plan_services
 from clusterforge.snapshots import plan_snapshots
 
+DATA_ROLES = frozenset({"data"})
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
 
 
@@ -308,6 +315,7 @@ def build_plan(
         "security": _security_files(nodes_vars[0][1], pki),
         "consoles": consoles,
         "rollout": plan_rollout(cluster, observed or {}),
+        "removal": plan_removal(cluster, observed or {}),
         "services": services,
         "snapshots": snapshots,
         "nodes": {
@@ -411,13 +419,142 @@ def restart_reasons(
     if not node["active"] or rollout["mode_switch"]:
         return []
     # With hot reload the node loads new certificate files by itself (roles/certificates
-    # swaps them in whole); they are no reason to restart.
+    # swaps them in whole); they are no reason to restart. A change recorded with
+    # restart: false (seed hosts only, read at start) is shown, never restarted for.
     reloadable = {"certificates"} if (plan["cluster"].get("pki") or {}).get("hot_reload") else set()
     reasons = [
         str(change["reason"])
         for change in changes
-        if change.get("host") == host and change.get("reason") not in reloadable
+        if change.get("host") == host
+        and change.get("restart", True)
+        and change.get("reason") not in reloadable
     ]
     if node["upgrade"]:
         reasons.append(f"upgrade {node['running_version']} -> {plan['cluster']['version']}")
     return list(dict.fromkeys(reasons))
+
+
+# Read only when a node starts (discovery) or when the cluster first forms: a running node
+# never rereads them, so a change to them alone is no reason to restart it. Scale out and
+# in change discovery.seed_hosts on every node; restarting the whole cluster for it would
+# defeat the point.
+START_ONLY_SETTINGS = frozenset({"discovery.seed_hosts", "cluster.initial_cluster_manager_nodes"})
+
+
+def settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
+    """The opensearch.yml settings whose change needs a restart of a running node: every
+    changed key but the start-only ones. A missing or unreadable old file needs one."""
+    try:
+        old = yaml.safe_load(old_text or "")
+    except yaml.YAMLError:
+        old = None
+    new = yaml.safe_load(new_text) or {}
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ["opensearch.yml"]
+    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    return [key for key in changed if key not in START_ONLY_SETTINGS]
+
+
+class RemovalRefusedError(ClusterforgeError):
+    """Removing the nodes marked absent would cost the cluster its quorum or its replicas."""
+
+
+def _observed_cluster(
+    observed: Mapping[str, Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The cluster's members (name, roles) and its indices' settings (None when they could
+    not be read), as the first running node that answered reports them
+    (playbooks/tasks/observe.yml)."""
+    for seen in observed.values():
+        members = (seen or {}).get("cluster_nodes")
+        if members:
+            settings = seen.get("index_settings")
+            return [dict(member) for member in members], (
+                dict(settings) if isinstance(settings, Mapping) else None
+            )
+    return [], {}
+
+
+def _replicas_needed(index_settings: Mapping[str, Any]) -> tuple[int, str | None]:
+    """The most data nodes an index needs (number_of_replicas + 1), and which index.
+    Indices with auto_expand_replicas adapt to the nodes there are and need none."""
+    most, which = 1, None
+    for index, entry in sorted(index_settings.items()):
+        settings = entry.get("settings") or {} if isinstance(entry, Mapping) else {}
+        auto_expand = str(settings.get("index.auto_expand_replicas", "false")).lower()
+        if auto_expand not in ("false", "none", ""):
+            continue
+        needed = int(settings.get("index.number_of_replicas", 1)) + 1
+        if needed > most:
+            most, which = needed, index
+    return most, which
+
+
+def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The nodes marked ``opensearch_node_state: absent``, and the refusal, before any
+    host changes, of a removal that would leave fewer than a quorum of the cluster
+    managers the cluster has now, or fewer data nodes than its indices' replicas need.
+
+    The cluster's own view (its members and index settings, observed from a running node)
+    decides; without one (nothing runs) nothing can be lost and the removal is allowed.
+    ``via`` is a present, running node through which the drain's API calls go.
+    """
+    removed = cluster.removed_nodes
+    members, index_settings = _observed_cluster(observed)
+    member_roles = {
+        str(member["name"]): [str(role) for role in member.get("roles") or []] for member in members
+    }
+    leaving = [node for node in removed if node.name in member_roles]
+    problems = []
+    if leaving:
+        hosts = ", ".join(node.inventory_name for node in leaving)
+
+        def has_role(name: str, wanted: frozenset[str]) -> bool:
+            return bool(wanted.intersection(member_roles[name]))
+
+        managers = [name for name in member_roles if has_role(name, CLUSTER_MANAGER_ROLES)]
+        managers_left = [name for name in managers if name not in {n.name for n in leaving}]
+        quorum = len(managers) // 2 + 1
+        if managers and len(managers_left) < quorum:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave "
+                f"{len(managers_left)} of the cluster's {len(managers)} cluster-manager-eligible "
+                f"nodes, fewer than a quorum of {quorum}: set opensearch_node_state: present on "
+                f"{quorum - len(managers_left)} of them, or add cluster-manager-eligible nodes "
+                "first and remove these in a later run."
+            )
+        data = [name for name in member_roles if has_role(name, DATA_ROLES)]
+        data_left = [name for name in data if name not in {n.name for n in leaving}]
+        if index_settings is None:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) needs the indices' "
+                "number_of_replicas, and the cluster did not answer GET /_settings: rerun "
+                "when it answers."
+            )
+        needed, index = _replicas_needed(index_settings or {})
+        if len(data_left) < needed:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave "
+                f"{len(data_left)} data node(s), and index {index} needs {needed} "
+                f"(number_of_replicas + 1): lower that index's number_of_replicas, or add "
+                "data nodes first, or set opensearch_node_state: present on some of these hosts."
+            )
+    if problems:
+        raise RemovalRefusedError("\n".join(problems))
+    running = [
+        node.inventory_name
+        for node in cluster.nodes
+        if (observed.get(node.inventory_name) or {}).get("active")
+    ]
+    return {
+        "nodes": {
+            node.inventory_name: {
+                "name": node.name,
+                "member": node.name in member_roles,
+                "cluster_manager_eligible": node.cluster_manager_eligible,
+            }
+            for node in removed
+        },
+        "names": [node.name for node in removed],
+        "via": running[0] if running else None,
+    }

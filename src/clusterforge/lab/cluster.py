@@ -39,7 +39,9 @@ from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
 NETWORK_NAME = "clusterforge-lab"
-NODE_COUNT = 3
+NODE_COUNT = 3  # the default of scripts/up --nodes
+MIN_NODES = 1
+MAX_NODES = 5  # loopback addresses 127.0.0.11 .. 127.0.0.15
 LOOPBACK_BASE = "127.0.0."
 LOOPBACK_FIRST_OCTET = 11
 LOOPBACK_SSH_PORT = 2222
@@ -218,7 +220,7 @@ class Lab:
         address: str = state["NetworkSettings"]["Networks"][NETWORK_NAME]["IPAddress"]
         return address
 
-    def _planned_nodes(self, network: str) -> list[LabNode]:
+    def _planned_nodes(self, network: str, count: int = NODE_COUNT) -> list[LabNode]:
         if network == "loopback":
             return [
                 LabNode(
@@ -226,13 +228,47 @@ class Lab:
                     f"{LOOPBACK_BASE}{LOOPBACK_FIRST_OCTET + index}",
                     LOOPBACK_SSH_PORT,
                 )
-                for index in range(NODE_COUNT)
+                for index in range(count)
             ]
         # In bridge mode docker assigns the address; sshd listens on all of the container's.
-        return [LabNode(f"opensearch-{index + 1}", "0.0.0.0", 22) for index in range(NODE_COUNT)]  # noqa: S104
+        return [LabNode(f"opensearch-{index + 1}", "0.0.0.0", 22) for index in range(count)]  # noqa: S104
 
-    def ensure_containers(self, network: str, image_tag: str) -> list[LabNode]:
-        nodes = self._planned_nodes(network)
+    def existing_node_count(self) -> int:
+        """How many node containers this checkout's lab has (the highest opensearch-K)."""
+        listed = run(
+            [
+                "docker",
+                "ps",
+                "-a",
+                "--filter",
+                "label=clusterforge.lab=1",
+                "--filter",
+                f"label=clusterforge.lab.dir={self.lab_dir}",
+                "--format",
+                "{{.Names}}",
+            ],
+            check=False,
+        )
+        numbers = [
+            int(match.group(1))
+            for name in listed.stdout.decode().split()
+            if (match := re.fullmatch(rf"{re.escape(CONTAINER_PREFIX)}opensearch-(\d+)", name))
+        ]
+        return max(numbers, default=0)
+
+    def remove_containers(self, nodes: list[LabNode]) -> None:
+        for node in nodes:
+            say(f"removing container {node.container} (drained and stopped by the playbook)")
+            run(["docker", "rm", "-f", node.container])
+            state_dir = self.lab_dir / ".state" / node.inventory_name
+            (state_dir / "sshd.conf").unlink(missing_ok=True)
+            if state_dir.is_dir():
+                state_dir.rmdir()
+
+    def ensure_containers(
+        self, network: str, image_tag: str, count: int = NODE_COUNT
+    ) -> list[LabNode]:
+        nodes = self._planned_nodes(network, count)
         if (
             network == "bridge"
             and run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode != 0
@@ -300,11 +336,15 @@ class Lab:
         network: str,
         mode: str,
         dashboards_archive: Path | None = None,
+        absent: tuple[str, ...] = (),
     ) -> None:
-        hosts = {
+        hosts: dict[str, dict[str, Any]] = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
             for node in nodes
         }
+        for name in absent:
+            # Scale in: the playbook drains, stops and disables these nodes.
+            hosts[name]["opensearch_node_state"] = "absent"
         children: dict[str, Any] = {"opensearch": {"hosts": hosts}}
         if dashboards_archive:
             # The console runs beside the first node, on its address.
@@ -453,18 +493,43 @@ class Lab:
         return ensure_lab_image()
 
     def up(
-        self, *, network: str | None, mode: str, dashboards_archive: Path | None = None
+        self,
+        *,
+        network: str | None,
+        mode: str,
+        dashboards_archive: Path | None = None,
+        node_count: int = NODE_COUNT,
     ) -> dict[str, Any]:
         started = time.monotonic()
         chosen, reason = choose_network(network)
         say(f"network mode {chosen}: {reason}")
         image_tag = self.prepare()
         self._ensure_ssh_key()
-        nodes = self.ensure_containers(chosen, image_tag)
+        existing = self.existing_node_count()
+        # Shrinking keeps the extra nodes running until the playbook has drained them.
+        nodes = self.ensure_containers(chosen, image_tag, max(existing, node_count))
+        extra = nodes[node_count:]
+        if extra:
+            say(
+                f"shrinking the lab from {len(nodes)} to {node_count} node(s): "
+                f"{', '.join(node.inventory_name for node in extra)} marked absent"
+            )
+        elif node_count > existing > 0:
+            say(f"growing the lab from {existing} to {node_count} node(s)")
         self.write_inventory(
-            nodes, network=chosen, mode=mode, dashboards_archive=dashboards_archive
+            nodes,
+            network=chosen,
+            mode=mode,
+            dashboards_archive=dashboards_archive,
+            absent=tuple(node.inventory_name for node in extra),
         )
         changed = self.run_playbook()
+        if extra:
+            self.remove_containers(extra)
+            nodes = nodes[:node_count]
+            self.write_inventory(
+                nodes, network=chosen, mode=mode, dashboards_archive=dashboards_archive
+            )
         facts = self.describe(
             nodes, network=chosen, mode=mode, console=dashboards_archive is not None
         )

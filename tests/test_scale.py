@@ -1,0 +1,290 @@
+"""Scale out and in (issue 12, item 3): nodes_dn as a pattern, seed hosts that restart
+nothing, the removal refusals, and ``scripts/up --nodes``."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusterforge.cluster_pki import nodes_dn_pattern
+from clusterforge.errors import InventoryError
+from clusterforge.lab.__main__ import node_count
+from clusterforge.model import build_cluster
+from clusterforge.pki import SubjectFields
+from clusterforge.plan import (
+    RemovalRefusedError,
+    build_plan,
+    plan_removal,
+    restart_reasons,
+    settings_needing_restart,
+)
+from nodes_dn_matcher import admits
+
+PASSWORDS = {
+    "admin": "Unit-Admin-5c1e",
+    "kibanaserver": "Unit-Kibanaserver-5c1e",
+    "logstash": "Unit-Logstash-5c1e",
+    "kibana": "Unit-Kibana-5c1e",
+}
+# Node names of every shape a node name may take (letters, digits, '.', '_', '-').
+NAMES = ("os-1", "search.b2", "data_node_3", "n", "Z9-a.b_c")
+
+
+def tls_nodes(pki_dir: Path, names: tuple[str, ...], **common: Any) -> list[tuple[str, Any]]:
+    shared = {
+        "opensearch_security_mode": "tls",
+        "opensearch_pki_dir": str(pki_dir),
+        "opensearch_ca_passphrase": "unit-test-passphrase",
+        "opensearch_security_passwords": PASSWORDS,
+        **common,
+    }
+    return [
+        (name, {"ansible_host": f"127.0.0.{70 + index}", **shared})
+        for index, name in enumerate(names, start=1)
+    ]
+
+
+def java_style_subject(path: Path) -> str:
+    """The DN as the plugin sees it (X500Principal.getName(), RFC 2253), via openssl."""
+    printed = subprocess.run(
+        ["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return printed.strip().removeprefix("subject=")
+
+
+def opensearch_yml(plan: dict[str, Any], host: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(plan["nodes"][host]["files"]["opensearch.yml"])
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        {},
+        {"organization": "Acme, Inc.", "organizational_unit": "search (prod)", "country": "DE"},
+    ],
+)
+def test_nodes_dn_admits_every_node_certificate_the_pki_issues(
+    tmp_path: Path, subject: dict[str, str]
+) -> None:
+    extra = {"opensearch_cert_subject": subject} if subject else {}
+    plan = build_plan(tls_nodes(tmp_path, NAMES, **extra), fetch=False)
+    entries = opensearch_yml(plan, NAMES[0])["plugins.security.nodes_dn"]
+    assert len(entries) == 1 and entries[0].startswith("/") and entries[0].endswith("/")
+    for name in NAMES:
+        assert admits(entries, java_style_subject(tmp_path / f"{name}.pem")), name
+    # The admin certificate shares the subject fields; it must never pass as a node.
+    assert not admits(entries, java_style_subject(tmp_path / "admin.pem"))
+    # Every node carries the same pattern, whichever node it is.
+    assert {opensearch_yml(plan, name)["plugins.security.nodes_dn"][0] for name in NAMES} == {
+        entries[0]
+    }
+
+
+def test_nodes_dn_refuses_other_subjects() -> None:
+    entries = [nodes_dn_pattern(SubjectFields(common_name="unused"), "admin")]
+    ours = "CN=os-9,OU=clusterforge,O=clusterforge,L=Local,ST=Local,C=US"
+    assert admits(entries, ours)
+    for other in (
+        # The demo certificates' style, and another CA's usual subjects.
+        "CN=node-0.example.com,OU=node,O=node,L=test,DC=de",
+        "CN=os-9,OU=other-team,O=clusterforge,L=Local,ST=Local,C=US",
+        "CN=os-9,O=clusterforge,L=Local,ST=Local,C=US",
+        "CN=os-9,OU=clusterforge,O=clusterforge,L=Local,ST=Local,C=US,DC=evil",
+        "CN=admin,OU=clusterforge,O=clusterforge,L=Local,ST=Local,C=US",
+        "CN=a\\,OU=x,OU=clusterforge,O=clusterforge,L=Local,ST=Local,C=US",
+        "CN=,OU=clusterforge,O=clusterforge,L=Local,ST=Local,C=US",
+    ):
+        assert not admits(entries, other), other
+
+
+def test_adding_a_node_changes_only_seed_hosts_on_the_others(tmp_path: Path) -> None:
+    three = build_plan(tls_nodes(tmp_path, ("os-1", "os-2", "os-3")), fetch=False)
+    four = build_plan(tls_nodes(tmp_path, ("os-1", "os-2", "os-3", "os-4")), fetch=False)
+    for host in ("os-1", "os-2", "os-3"):
+        before = three["nodes"][host]["files"]["opensearch.yml"]
+        after = four["nodes"][host]["files"]["opensearch.yml"]
+        assert before != after
+        assert settings_needing_restart(before, after) == []
+        changed = {
+            key
+            for key in yaml.safe_load(after)
+            if yaml.safe_load(before).get(key) != yaml.safe_load(after)[key]
+        }
+        assert changed == {"discovery.seed_hosts"}
+    # The new node joins: no first-election setting once the cluster has formed.
+    assert "cluster.initial_cluster_manager_nodes" not in opensearch_yml(four, "os-4")
+
+
+def test_other_setting_changes_still_need_a_restart() -> None:
+    before = "cluster.name: a\ndiscovery.seed_hosts: [x]\n"
+    assert settings_needing_restart(before, "cluster.name: b\ndiscovery.seed_hosts: [y]\n") == [
+        "cluster.name"
+    ]
+    assert settings_needing_restart(None, "cluster.name: a\n") == ["opensearch.yml"]
+    assert settings_needing_restart("{not yaml", "cluster.name: a\n") == ["opensearch.yml"]
+
+
+def test_a_seed_hosts_only_change_gives_no_restart_reason() -> None:
+    plan = {
+        "cluster": {"version": "2.19.4"},
+        "rollout": {
+            "mode_switch": False,
+            "nodes": {"os-1": {"active": True, "upgrade": False}},
+        },
+    }
+    seed_only = {"host": "os-1", "reason": "opensearch.yml (start-only)", "restart": False}
+    assert restart_reasons(plan, "os-1", [seed_only]) == []
+    real = {"host": "os-1", "reason": "opensearch.yml (cluster.name)", "restart": True}
+    assert restart_reasons(plan, "os-1", [seed_only, real]) == ["opensearch.yml (cluster.name)"]
+
+
+# -- removal ---------------------------------------------------------------------------
+
+
+def open_nodes(count: int, absent: tuple[int, ...] = (), **host_overrides: Any) -> Any:
+    return [
+        (
+            f"os-{i}",
+            {
+                "ansible_host": f"127.0.0.{10 + i}",
+                "opensearch_security_mode": "open",
+                **({"opensearch_node_state": "absent"} if i in absent else {}),
+                **host_overrides.get(f"os_{i}", {}),
+            },
+        )
+        for i in range(1, count + 1)
+    ]
+
+
+def members(count: int, roles: tuple[str, ...] = ("cluster_manager", "data", "ingest")) -> Any:
+    return [{"name": f"os-{i}", "roles": list(roles)} for i in range(1, count + 1)]
+
+
+def observed(
+    count: int, replicas: dict[str, Any] | None = None, cluster: Any = None
+) -> dict[str, Any]:
+    seen = {
+        "active": True,
+        "cluster_nodes": cluster if cluster is not None else members(count),
+        "index_settings": replicas or {},
+    }
+    return {f"os-{i}": seen for i in range(1, count + 1)}
+
+
+def index(replicas: int, auto_expand: str | None = None) -> dict[str, Any]:
+    settings = {"index.number_of_replicas": str(replicas)}
+    if auto_expand:
+        settings["index.auto_expand_replicas"] = auto_expand
+    return {"settings": settings}
+
+
+def test_an_absent_node_leaves_the_configuration_of_the_others() -> None:
+    cluster = build_cluster(open_nodes(4, absent=(4,)))
+    assert [node.inventory_name for node in cluster.nodes] == ["os-1", "os-2", "os-3"]
+    assert [node.inventory_name for node in cluster.removed_nodes] == ["os-4"]
+    removal = plan_removal(cluster, observed(4, {"logs": index(1)}))
+    assert removal["nodes"] == {
+        "os-4": {"name": "os-4", "member": True, "cluster_manager_eligible": True}
+    }
+    assert removal["names"] == ["os-4"]
+    assert removal["via"] == "os-1"
+
+
+def test_a_removal_below_the_quorum_of_current_managers_is_refused() -> None:
+    cluster = build_cluster(open_nodes(3, absent=(2, 3)))
+    with pytest.raises(RemovalRefusedError) as caught:
+        plan_removal(cluster, observed(3))
+    message = str(caught.value)
+    assert "os-2, os-3" in message
+    assert "1 of the cluster's 3 cluster-manager-eligible nodes" in message
+    assert "quorum of 2" in message
+    assert "opensearch_node_state: present" in message
+
+
+def test_the_quorum_counts_the_managers_the_cluster_has_now() -> None:
+    # The inventory lists 4, the cluster runs 5 managers (one not in this inventory):
+    # removing two leaves 3 of 5, a quorum.
+    cluster = build_cluster(open_nodes(4, absent=(3, 4)))
+    allowed = plan_removal(cluster, observed(4, cluster=members(5)))
+    assert set(allowed["nodes"]) == {"os-3", "os-4"}
+    # The same removal from a cluster of exactly those 4 leaves 2 of 4: refused.
+    with pytest.raises(RemovalRefusedError, match="quorum of 3"):
+        plan_removal(cluster, observed(4))
+
+
+def test_a_removal_below_the_replicas_needs_is_refused() -> None:
+    cluster = build_cluster(open_nodes(4, absent=(4,)))
+    replicas = {"logs": index(3), "small": index(0), ".system": index(3, auto_expand="0-all")}
+    with pytest.raises(RemovalRefusedError) as caught:
+        plan_removal(cluster, observed(4, replicas))
+    message = str(caught.value)
+    assert "os-4" in message
+    assert "3 data node(s)" in message
+    assert "index logs needs 4" in message
+    assert "number_of_replicas" in message
+
+
+def test_auto_expanding_indices_need_no_fixed_number_of_nodes() -> None:
+    cluster = build_cluster(open_nodes(4, absent=(4,)))
+    replicas = {".opendistro_security": index(3, auto_expand="0-all"), "logs": index(2)}
+    assert plan_removal(cluster, observed(4, replicas))["names"] == ["os-4"]
+
+
+def test_a_node_that_is_not_a_member_is_removed_without_a_check() -> None:
+    cluster = build_cluster(open_nodes(3, absent=(2, 3)))
+    removal = plan_removal(cluster, observed(1))
+    assert removal["nodes"]["os-2"]["member"] is False
+
+
+def test_every_node_absent_is_an_inventory_error() -> None:
+    with pytest.raises(InventoryError, match="keep at least one node present"):
+        build_cluster(open_nodes(2, absent=(1, 2)))
+
+
+def test_node_state_takes_present_or_absent_only() -> None:
+    with pytest.raises(InventoryError, match="opensearch_node_state"):
+        build_cluster(open_nodes(2, os_2={"opensearch_node_state": "gone"}))
+
+
+# -- scripts/up --nodes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "count"), [("1", 1), ("3", 3), ("5", 5)])
+def test_nodes_takes_one_to_five(text: str, count: int) -> None:
+    assert node_count(text) == count
+
+
+@pytest.mark.parametrize("text", ["0", "6", "-1", "three", "", "2.5", "03"])
+def test_a_bad_nodes_value_names_the_option(text: str) -> None:
+    with pytest.raises(
+        argparse.ArgumentTypeError, match="--nodes takes a whole number from 1 to 5"
+    ):
+        node_count(text)
+
+
+def test_scripts_up_refuses_a_bad_nodes_value_before_doing_anything(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clusterforge.lab.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["up", "--nodes", "7"])
+    assert exited.value.code == 2
+    assert "--nodes takes a whole number from 1 to 5, not '7'" in capsys.readouterr().err
+
+
+def test_a_removal_is_refused_when_the_replicas_could_not_be_read() -> None:
+    cluster = build_cluster(open_nodes(4, absent=(4,)))
+    seen = observed(4)
+    seen["os-1"] = {**seen["os-1"], "index_settings": None}
+    with pytest.raises(RemovalRefusedError, match="did not answer GET /_settings"):
+        plan_removal(cluster, seen)
