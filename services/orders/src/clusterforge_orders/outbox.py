@@ -34,44 +34,25 @@ from .transactions import TransactionManager
 logger = logging.getLogger(__name__)
 
 _INSERT_ROW = order_sync_outbox_table.insert()
-_MARK_DELIVERED = (
-    update(order_sync_outbox_table)
-    .where(
-        and_(
-            order_sync_outbox_table.c.order_id == bindparam("b_order_id"),
-            order_sync_outbox_table.c.delivered_at.is_(None),
-        )
-    )
-    .values(
-        delivered_at=bindparam("b_delivered_at"),
-        attempts=order_sync_outbox_table.c.attempts + 1,
-        last_error=None,
+# The one row of an order, while it is still undelivered: every per-row update below
+# narrows to it, so a row delivered meanwhile (by the listener or the relay) is left alone.
+_UPDATE_UNDELIVERED_ROW = update(order_sync_outbox_table).where(
+    and_(
+        order_sync_outbox_table.c.order_id == bindparam("b_order_id"),
+        order_sync_outbox_table.c.delivered_at.is_(None),
     )
 )
-_MARK_FAILED = (
-    update(order_sync_outbox_table)
-    .where(
-        and_(
-            order_sync_outbox_table.c.order_id == bindparam("b_order_id"),
-            order_sync_outbox_table.c.delivered_at.is_(None),
-        )
-    )
-    .values(
-        attempts=order_sync_outbox_table.c.attempts + 1,
-        next_attempt_at=bindparam("b_next_attempt_at"),
-        last_error=bindparam("b_error"),
-    )
+_MARK_DELIVERED = _UPDATE_UNDELIVERED_ROW.values(
+    delivered_at=bindparam("b_delivered_at"),
+    attempts=order_sync_outbox_table.c.attempts + 1,
+    last_error=None,
 )
-_CLAIM = (
-    update(order_sync_outbox_table)
-    .where(
-        and_(
-            order_sync_outbox_table.c.order_id == bindparam("b_order_id"),
-            order_sync_outbox_table.c.delivered_at.is_(None),
-        )
-    )
-    .values(next_attempt_at=bindparam("b_next_attempt_at"))
+_MARK_FAILED = _UPDATE_UNDELIVERED_ROW.values(
+    attempts=order_sync_outbox_table.c.attempts + 1,
+    next_attempt_at=bindparam("b_next_attempt_at"),
+    last_error=bindparam("b_error"),
 )
+_CLAIM = _UPDATE_UNDELIVERED_ROW.values(next_attempt_at=bindparam("b_next_attempt_at"))
 
 
 class Outbox:
