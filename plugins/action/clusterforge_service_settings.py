@@ -20,12 +20,11 @@ its public part (enabled, URLs, user name, the CA bundle to copy; never the pass
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-
-from pathlib import Path
 
 from clusterforge.cli import select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError

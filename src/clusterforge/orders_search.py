@@ -23,6 +23,7 @@ leave it out.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -53,7 +54,7 @@ INDEX_PATTERN = "orders*"
 # The order_service role copies the cluster's ca-bundle.pem (the bundle nodes and clients
 # trust; both CAs during a rotation) to this name in the service's config directory.
 CA_FILE_NAME = "ca-bundle.pem"
-PASSWORD_DIR_NAME = ".opensearch"
+PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - a directory name
 PASSWORD_BYTES = 32
 # The digest of the planned template rides in its _meta: the cluster answers a template
 # normalized (settings as strings, defaults filled in), so comparing bodies would report
@@ -128,7 +129,7 @@ def index_template() -> dict[str, Any]:
                         "type": "date",
                         "format": "strict_date_hour_minute_second||strict_date_optional_time",
                     },
-                }
+                },
             }
         },
     }
@@ -234,10 +235,9 @@ def read_or_generate_password(path: Path) -> str:
                 handle.write(secrets.token_urlsafe(PASSWORD_BYTES) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
-            try:
+            # Another run may have made it first: then its password is the one.
+            with contextlib.suppress(FileExistsError):
                 os.link(temporary, path)
-            except FileExistsError:
-                pass  # another run made it first; use that one
         finally:
             Path(temporary).unlink(missing_ok=True)
     os.chmod(path, 0o600)

@@ -409,9 +409,9 @@ def _plan_order_service(
     notification = public["orders"]["listeners"]["notification"]
     if notification.get("webhook-url"):
         notification["webhook-url"] = SECRET_MARK
-    search = public["orders"].get("search") or {}
-    if search.get("password"):
-        search["password"] = SECRET_MARK
+    public_search = public["orders"].get("search") or {}
+    if public_search.get("password"):
+        public_search["password"] = SECRET_MARK
     content = _orders_file(settled)
     return PlannedServiceSettings(
         service="order_service",
