@@ -6,6 +6,11 @@ and checked artifacts, the PKI, the security files, the console, the rollout (wh
 nodes restart, in which order, and the refusal of a downgrade) and the seam where the
 services' settings will be added (``services``).
 
+It also decides the order service's delivery into the cluster (``orders_search``,
+clusterforge.orders_search): the user and roles go into the security files, the index
+template into ``orders_search``, and the settings into ``services``; the user's password
+goes only into the service's settings file, which its role writes.
+
 Nothing secret is in the plan: passwords are validated and turned into bcrypt hashes
 here, and the CA passphrase only unlocks the CA key in memory. The security files hold
 hashes, so whoever shows the plan withholds them (:func:`host_files` does).
