@@ -33,6 +33,9 @@ from clusterforge.orders_search import DISABLED, OrdersSearch, plan_for_cluster
 from clusterforge.services_plan import SERVICES, plan_services, service_hosts_variables
 
 CLUSTER_GROUP = "opensearch"
+# The order_service role's defaults are read from the collection this action belongs to
+# (as the plan action finds its project), not from wherever the package is installed.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]
@@ -90,7 +93,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         ]
         return plan_for_cluster(
             cluster,
-            service_hosts_variables("order_service", service_hosts),
+            service_hosts_variables("order_service", service_hosts, checkout=PROJECT_ROOT),
             inventory_dir=inventory_dir,
         )
 
