@@ -19,6 +19,7 @@ from clusterforge.model import PREDEFINED_USER_NAMES
 from clusterforge.pki import write_file_atomically
 from clusterforge.security_config import (
     InternalUser,
+    RoleMapping,
     predefined_users,
     render_digest_marker,
     render_security_files,
@@ -43,12 +44,15 @@ def render_cluster_security(
     pki_dir: Path,
     passwords: Mapping[str, str],
     users: Sequence[Mapping[str, Any]],
+    roles: Mapping[str, Mapping[str, Any]] | None = None,
+    role_mappings: Mapping[str, RoleMapping] | None = None,
 ) -> dict[str, Any]:
     """Render the nine security files; returns files, per-type digests and the marker text.
 
     ``passwords`` holds the predefined users' passwords, ``users`` the inventory's other
     users (``name``, ``password``, optional ``backend_roles`` and ``description``). Both
-    were validated by the model already.
+    were validated by the model already. ``roles`` and ``role_mappings`` add the toolkit's
+    own roles (the order service's, clusterforge.orders_search).
     """
     state_path = pki_dir / HASH_STATE_FILE
     previous = _load_hash_state(state_path)
@@ -73,7 +77,9 @@ def render_cluster_security(
             state_path, (json.dumps(hashes, indent=2, sort_keys=True) + "\n").encode(), mode=0o600
         )
     files = render_security_files(
-        users=[*predefined_users({name: hashes[name] for name in PREDEFINED_USER_NAMES}), *extra]
+        users=[*predefined_users({name: hashes[name] for name in PREDEFINED_USER_NAMES}), *extra],
+        roles=roles,
+        role_mappings=role_mappings,
     )
     digests = security_config_digest(files)
     return {"files": files, "digests": digests, "marker": render_digest_marker(digests)}

@@ -6,6 +6,11 @@ and checked artifacts, the PKI, the security files, the console, the rollout (wh
 nodes restart, in which order, and the refusal of a downgrade) and the seam where the
 services' settings will be added (``services``).
 
+It also decides the order service's delivery into the cluster (``orders_search``,
+clusterforge.orders_search): the user and roles go into the security files, the index
+template into ``orders_search``, and the settings into ``services``; the user's password
+goes only into the service's settings file, which its role writes.
+
 Nothing secret is in the plan: passwords are validated and turned into bcrypt hashes
 here, and the CA passphrase only unlocks the CA key in memory. The security files hold
 hashes, so whoever shows the plan withholds them (:func:`host_files` does).
@@ -34,13 +39,21 @@ from clusterforge.console import (
     render_console_config,
     render_console_unit,
 )
-from clusterforge.errors import ClusterforgeError
+from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.model import (
     CLUSTER_MANAGER_ROLES,
+    PREDEFINED_USER_NAMES,
     Cluster,
     build_cluster,
     heap_megabytes,
     plain_data,
+)
+from clusterforge.orders_search import (
+    DISABLED,
+    USERNAME_VARIABLE,
+    OrdersSearch,
+    plan_for_cluster,
+    security_additions,
 )
 from clusterforge.pki import CA_PASSPHRASE_ENV
 from clusterforge.plugins import fetch_plugin, fetch_security_plugin
@@ -53,7 +66,7 @@ from clusterforge.render import (
     NODE_TLS_LINK,
     render_node_files,
 )
-from clusterforge.services_plan import plan_services
+from clusterforge.services_plan import plan_services, service_hosts_variables
 from clusterforge.snapshots import plan_snapshots
 
 DATA_ROLES = frozenset({"data"})
@@ -246,14 +259,35 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
 
 
 def _security_files(
-    first_host_vars: Mapping[str, Any], pki: ClusterPki | None
+    first_host_vars: Mapping[str, Any],
+    pki: ClusterPki | None,
+    orders_search: OrdersSearch | None = None,
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
+    users = list(plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []))
+    roles: dict[str, Any] = {}
+    role_mappings: dict[str, Any] = {}
+    if orders_search is not None:
+        taken = {str(user.get("name")) for user in users if isinstance(user, Mapping)}
+        if orders_search.username in taken | set(PREDEFINED_USER_NAMES):
+            raise InventoryError(
+                [
+                    f"{orders_search.username!r} is the order service's user "
+                    f"({USERNAME_VARIABLE}) and also a user of opensearch_security_users or a "
+                    f"predefined user; set {USERNAME_VARIABLE} to another name"
+                ]
+            )
+        additions = security_additions(orders_search)
+        users.append(additions["user"])
+        roles = additions["roles"]
+        role_mappings = additions["role_mappings"]
     return render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
-        users=plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []),
+        users=users,
+        roles=roles,
+        role_mappings=role_mappings,
     )
 
 
@@ -292,8 +326,17 @@ def build_plan(
     plan's ``services`` section holds them without their secrets; the service roles
     write the secret-bearing file themselves, with no_log.
     """
-    services = _plan_services(services_vars or {}, project_root)
     cluster = build_cluster(nodes_vars)
+    orders_search = plan_for_cluster(
+        cluster,
+        service_hosts_variables(
+            "order_service",
+            (services_vars or {}).get("order_service") or [],
+            checkout=project_root or services_plan.DEFAULT_PROJECT_ROOT,
+        ),
+        inventory_dir=inventory_dir or Path.cwd(),
+    )
+    services = _plan_services(services_vars or {}, project_root, orders_search)
     snapshots = plan_snapshots(cluster, nodes_vars[0][1])
     pki = None
     if cluster.secured:
@@ -312,7 +355,10 @@ def build_plan(
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(cluster.warnings),
         "artifacts": artifacts,
-        "security": _security_files(nodes_vars[0][1], pki),
+        "security": _security_files(nodes_vars[0][1], pki, orders_search),
+        # Order delivery (docs/orders-search.md): the index template, the user's name and
+        # the CA bundle the order_service role copies; never the password.
+        "orders_search": orders_search.public() if orders_search else dict(DISABLED),
         "consoles": consoles,
         "rollout": plan_rollout(cluster, observed or {}),
         "removal": plan_removal(cluster, observed or {}),
@@ -341,6 +387,7 @@ def build_plan(
 def _plan_services(
     services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
     project_root: Path | None,
+    orders_search: OrdersSearch | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Every service host's settings, secrets left out: ``{host: {service: planned}}``."""
     hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
@@ -351,7 +398,10 @@ def _plan_services(
         for host, variables in hosts:
             hostvars.setdefault(host, {}).update(variables)
     planned = plan_services(
-        hosts_by_group, hostvars, checkout=project_root or services_plan.DEFAULT_PROJECT_ROOT
+        hosts_by_group,
+        hostvars,
+        checkout=project_root or services_plan.DEFAULT_PROJECT_ROOT,
+        orders_search=orders_search,
     )
     return {
         host: {service: settings.as_dict() for service, settings in by_service.items()}

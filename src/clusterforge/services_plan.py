@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from clusterforge.errors import ClusterforgeError, InventoryError
+from clusterforge.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
 
 SECRET_MARK = "<secret: left out>"  # noqa: S105 (shown in place of a secret)
 DEFAULT_PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -341,8 +342,9 @@ _ORDERS_KEY_VARIABLES: dict[tuple[str, ...], str] = {
     ("orders", "log-level"): "order_service_log_level",
     ("orders", "listeners"): "order_service_listeners",
     ("event", "async"): "order_service_event_async",
-    # Not wired from the inventory yet (the toolkit side of issue 13); named for when they are.
-    ("orders", "search"): "order_service_search",
+    # Wired from the cluster the inventory deploys (clusterforge.orders_search).
+    ("orders", "search"): "order_service_search_*",
+    # Not wired from the inventory yet; named for when it is.
     ("orders", "outbox"): "order_service_outbox",
 }
 
@@ -357,7 +359,12 @@ def _orders_variable_of(location: tuple[Any, ...]) -> str:
 
 
 def _plan_order_service(
-    host: str, variables: Mapping[str, Any], checkout: Path | None, problems: list[str]
+    host: str,
+    variables: Mapping[str, Any],
+    checkout: Path | None,
+    problems: list[str],
+    *,
+    search: OrdersSearch | None = None,
 ) -> PlannedServiceSettings | None:
     from pydantic import ValidationError
 
@@ -384,6 +391,9 @@ def _plan_order_service(
         },
         "event": {"async": _plain(variables.get("order_service_event_async"))},
     }
+    if search is not None:
+        # Delivery into the inventory's cluster; the password goes into content only.
+        tree["orders"]["search"] = search.settings_for(str(variables.get(CONFIG_DIR_VARIABLE)))
     settings_module = load_settings_module("order_service", checkout=checkout)
     try:
         settings = settings_module.OrderServiceSettings.model_validate(tree)
@@ -399,9 +409,9 @@ def _plan_order_service(
     notification = public["orders"]["listeners"]["notification"]
     if notification.get("webhook-url"):
         notification["webhook-url"] = SECRET_MARK
-    search = public["orders"].get("search") or {}
-    if search.get("password"):
-        search["password"] = SECRET_MARK
+    public_search = public["orders"].get("search") or {}
+    if public_search.get("password"):
+        public_search["password"] = SECRET_MARK
     content = _orders_file(settled)
     return PlannedServiceSettings(
         service="order_service",
@@ -446,12 +456,36 @@ def role_defaults(service: str, *, checkout: Path = DEFAULT_PROJECT_ROOT) -> dic
     return loaded
 
 
+def service_hosts_variables(
+    service: str,
+    hosts: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    checkout: Path | None = DEFAULT_PROJECT_ROOT,
+) -> list[tuple[str, dict[str, Any]]]:
+    """Each host's ``<service>_*`` variables over the role's defaults, as the role sees them."""
+    if not hosts:
+        return []
+    service_defaults = role_defaults(service, checkout=checkout or DEFAULT_PROJECT_ROOT)
+    prefix = f"{service}_"
+    return [
+        (
+            host,
+            {
+                **service_defaults,
+                **{name: value for name, value in own.items() if name.startswith(prefix)},
+            },
+        )
+        for host, own in hosts
+    ]
+
+
 def plan_services(
     hosts_by_group: Mapping[str, Sequence[str]],
     hostvars: Mapping[str, Mapping[str, Any]],
     *,
     checkout: Path | None = DEFAULT_PROJECT_ROOT,
     defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    orders_search: OrdersSearch | None = None,
 ) -> dict[str, dict[str, PlannedServiceSettings]]:
     """Every service host's planned settings: ``{host: {service: planned}}``.
 
@@ -461,6 +495,8 @@ def plan_services(
     ``roles/<service>/defaults/main.yml``). ``checkout`` is where the services' source
     trees are; ``None`` uses installed copies. Raises :class:`InventoryError` listing
     every problem, each naming the variable, when any host's settings are refused.
+    ``orders_search`` is the order delivery the cluster gets (clusterforge.orders_search),
+    or None to leave ``orders.search`` at the service's default (off).
     """
     problems: list[str] = []
     planned: dict[str, dict[str, PlannedServiceSettings]] = {}
@@ -479,7 +515,12 @@ def plan_services(
                 **service_defaults,
                 **{name: value for name, value in own.items() if name.startswith(prefix)},
             }
-            result = planner(host, variables, checkout, problems)
+            if service == "order_service":
+                result = _plan_order_service(
+                    host, variables, checkout, problems, search=orders_search
+                )
+            else:
+                result = planner(host, variables, checkout, problems)
             if result is not None:
                 planned.setdefault(host, {})[service] = result
     if problems:
