@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"how many nodes the lab has ({MIN_NODES} to {MAX_NODES}, default {NODE_COUNT}); "
         "growing adds containers, shrinking drains and removes the extra nodes first",
     )
+    up.add_argument(
+        "--no-apps",
+        dest="apps",
+        action="store_false",
+        help="leave out the apps container (the user directory and the order service)",
+    )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
     commands.add_parser(
         "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
@@ -68,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode,
                 dashboards_archive=args.dashboards_archive,
                 node_count=args.nodes,
+                apps=args.apps,
             )
         elif args.command == "prepare":
             lab.prepare()

@@ -57,7 +57,16 @@ LAB_PLUGINS = (
 )
 # Every secret of the lab lives in one 0600 file of its own; the inventory reads them
 # with lookups, so no secret is written twice or passed on a command line.
-LAB_SECRETS = ("ca_passphrase", "admin", "kibanaserver", "logstash", "kibana")
+SECURITY_SECRETS = ("admin", "kibanaserver", "logstash", "kibana")
+USER_DIRECTORY_TOKEN = "user_directory_token"  # noqa: S105 (a file name, not a token)
+LAB_SECRETS = ("ca_passphrase", *SECURITY_SECRETS, USER_DIRECTORY_TOKEN)
+SNAPSHOT_REPOSITORY = "clusterforge-lab"
+# The apps container runs both services (services.yml) against the lab's cluster, on an
+# address of its own so that its ports never meet a node's.
+APPS_HOST = "apps-1"
+APPS_LOOPBACK_OCTET = 21
+USER_DIRECTORY_PORT = 8081
+ORDERS_PORT = 8082
 
 # systemd as PID 1 needs exactly these (DESIGN.md); --privileged fails on this platform.
 SYSTEMD_RUN_FLAGS = (
@@ -175,7 +184,9 @@ class Lab:
         )
         return path
 
-    def _run_container(self, node: LabNode, network: str, nodes: list[LabNode]) -> None:
+    def _run_container(
+        self, node: LabNode, network: str, nodes: list[LabNode], *, snapshots_mount: bool = True
+    ) -> None:
         hosts = [f"--add-host={peer.inventory_name}:{peer.address}" for peer in nodes]
         if network == "loopback":
             placement = ["--network", "host"]
@@ -183,11 +194,15 @@ class Lab:
             placement = ["--network", NETWORK_NAME, "--hostname", node.inventory_name]
             hosts = []
         sshd_config = self._sshd_config(node)
-        # One host directory at path.repo in every container: the snapshot repository's
-        # shared directory (docs/snapshots.md). It outlives scripts/down, as the CA does.
-        snapshots = self.lab_dir / "snapshots"
-        snapshots.mkdir(parents=True, exist_ok=True)
-        repo_path = load_schema().variables["opensearch_repo_path"].default
+        mounts: list[str] = []
+        if snapshots_mount:
+            # One host directory at path.repo in every node: the snapshot repository's
+            # shared directory (docs/snapshots.md). It outlives scripts/down, as the CA does.
+            # Hidden, so that Ansible does not read it as part of the inventory directory.
+            snapshots = self.lab_dir / ".snapshots"
+            snapshots.mkdir(parents=True, exist_ok=True)
+            repo_path = load_schema().variables["opensearch_repo_path"].default
+            mounts = ["-v", f"{snapshots}:{repo_path}:rw"]
         run(
             [
                 "docker",
@@ -206,8 +221,7 @@ class Lab:
                 f"{sshd_config}:/etc/ssh/sshd_config.d/clusterforge-lab.conf:ro",
                 "-v",
                 f"{self.key}.pub:/root/.ssh/authorized_keys:ro",
-                "-v",
-                f"{snapshots}:{repo_path}:rw",
+                *mounts,
                 CURRENT_IMAGE,
                 "/sbin/init",
             ]
@@ -232,6 +246,11 @@ class Lab:
             ]
         # In bridge mode docker assigns the address; sshd listens on all of the container's.
         return [LabNode(f"opensearch-{index + 1}", "0.0.0.0", 22) for index in range(count)]  # noqa: S104
+
+    def _planned_apps(self, network: str) -> LabNode:
+        if network == "loopback":
+            return LabNode(APPS_HOST, f"{LOOPBACK_BASE}{APPS_LOOPBACK_OCTET}", LOOPBACK_SSH_PORT)
+        return LabNode(APPS_HOST, "0.0.0.0", 22)  # noqa: S104
 
     def existing_node_count(self) -> int:
         """How many node containers this checkout's lab has (the highest opensearch-K)."""
@@ -266,16 +285,18 @@ class Lab:
                 state_dir.rmdir()
 
     def ensure_containers(
-        self, network: str, image_tag: str, count: int = NODE_COUNT
-    ) -> list[LabNode]:
+        self, network: str, image_tag: str, count: int = NODE_COUNT, *, apps: bool = True
+    ) -> tuple[list[LabNode], LabNode | None]:
+        """Start what is missing; return the nodes and the apps container (if wanted)."""
         nodes = self._planned_nodes(network, count)
+        apps_node = self._planned_apps(network) if apps else None
         if (
             network == "bridge"
             and run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode != 0
         ):
             run(["docker", "network", "create", "--label", "clusterforge.lab=1", NETWORK_NAME])
         image_id = json.loads(run(["docker", "image", "inspect", image_tag]).stdout)[0]["Id"]
-        for node in nodes:
+        for node in [*nodes, *([apps_node] if apps_node else [])]:
             state = _container_state(node.container)
             if state is not None and (
                 _container_network_mode(state) != network
@@ -288,19 +309,28 @@ class Lab:
                 (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
             if state is None:
                 say(f"starting container {node.container}")
-                self._run_container(node, network, nodes)
+                self._run_container(node, network, nodes, snapshots_mount=node is not apps_node)
             elif not state["State"]["Running"]:
                 say(f"starting stopped container {node.container}")
                 run(["docker", "start", node.container])
         if network == "bridge":
             nodes = [LabNode(n.inventory_name, self._bridge_address(n), 22) for n in nodes]
-        for node in nodes:
+            if apps_node:
+                apps_node = LabNode(APPS_HOST, self._bridge_address(apps_node), 22)
+        for node in [*nodes, *([apps_node] if apps_node else [])]:
             wait_until(
                 f"sshd on {node.inventory_name} ({node.address}:{node.ssh_port})",
                 functools.partial(self._ssh_works, node),
                 timeout_s=120,
             )
-        return nodes
+        return nodes, apps_node
+
+    def remove_apps(self) -> None:
+        """``--no-apps`` on a lab that had them: the services' container goes."""
+        apps = LabNode(APPS_HOST, "", 0)
+        if _container_state(apps.container) is not None:
+            say(f"removing container {apps.container} (--no-apps)")
+            run(["docker", "rm", "-f", apps.container])
 
     def _ssh_options(self) -> list[str]:
         return [
@@ -337,6 +367,7 @@ class Lab:
         mode: str,
         dashboards_archive: Path | None = None,
         absent: tuple[str, ...] = (),
+        apps: LabNode | None = None,
     ) -> None:
         hosts: dict[str, dict[str, Any]] = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
@@ -349,6 +380,12 @@ class Lab:
         if dashboards_archive:
             # The console runs beside the first node, on its address.
             children["dashboards"] = {"hosts": {nodes[0].inventory_name: {}}}
+        if apps:
+            apps_host = {
+                apps.inventory_name: {"ansible_host": apps.address, "ansible_port": apps.ssh_port}
+            }
+            children["user_directory"] = {"hosts": apps_host}
+            children["order_service"] = {"hosts": {apps.inventory_name: {}}}
         inventory = {
             "all": {
                 "vars": {
@@ -365,18 +402,21 @@ class Lab:
             "opensearch_heap_size": HEAP,
             "opensearch_distribution_source": "maven",
             "opensearch_plugins": [dict(plugin) for plugin in LAB_PLUGINS],
+            # Registered on the directory every node mounts at path.repo, so that
+            # playbooks/snapshot.yml and restore.yml work on the lab as they are.
+            "opensearch_snapshot_repository": SNAPSHOT_REPOSITORY,
         }
+        self._ensure_secrets()
+
+        def lookup(name: str) -> str:
+            path = self.secret_file(name)
+            return "{{ lookup('ansible.builtin.file', '" + str(path) + "') }}"
+
         if mode != "open":
-            self._ensure_secrets()
-
-            def lookup(name: str) -> str:
-                path = self.secret_file(name)
-                return "{{ lookup('ansible.builtin.file', '" + str(path) + "') }}"
-
             group_vars["opensearch_pki_dir"] = str(self.pki_dir)
             group_vars["opensearch_ca_passphrase"] = lookup("ca_passphrase")
             group_vars["opensearch_security_passwords"] = {
-                user: lookup(user) for user in LAB_SECRETS if user != "ca_passphrase"
+                user: lookup(user) for user in SECURITY_SECRETS
             }
         comment = ""
         if network == "loopback":
@@ -392,6 +432,25 @@ class Lab:
         (self.lab_dir / "group_vars" / "opensearch.yml").write_text(
             header + comment + yaml.safe_dump(group_vars, sort_keys=False)
         )
+        service_vars = {
+            "user_directory": {
+                "user_directory_host": apps.address if apps else "",
+                "user_directory_port": USER_DIRECTORY_PORT,
+                # The lab's user directory takes writes, so it asks for a token even on
+                # loopback; lab.json names the 0600 file (user_directory_token_file).
+                "user_directory_auth_tokens": [lookup(USER_DIRECTORY_TOKEN)],
+            },
+            "order_service": {
+                "order_service_host": apps.address if apps else "",
+                "order_service_port": ORDERS_PORT,
+            },
+        }
+        for group, variables in service_vars.items():
+            path = self.lab_dir / "group_vars" / f"{group}.yml"
+            if apps:
+                path.write_text(header + yaml.safe_dump(variables, sort_keys=False))
+            else:
+                path.unlink(missing_ok=True)
         console_vars = self.lab_dir / "group_vars" / "dashboards.yml"
         if dashboards_archive:
             console_vars.write_text(
@@ -444,7 +503,13 @@ class Lab:
         )
 
     def describe(
-        self, nodes: list[LabNode], *, network: str, mode: str, console: bool = False
+        self,
+        nodes: list[LabNode],
+        *,
+        network: str,
+        mode: str,
+        console: bool = False,
+        apps: LabNode | None = None,
     ) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
@@ -484,6 +549,7 @@ class Lab:
             if console
             else None,
             **secured,
+            **_service_facts(apps, self.secret_file(USER_DIRECTORY_TOKEN)),
         }
 
     def prepare(self) -> str:
@@ -499,6 +565,7 @@ class Lab:
         mode: str,
         dashboards_archive: Path | None = None,
         node_count: int = NODE_COUNT,
+        apps: bool = True,
     ) -> dict[str, Any]:
         started = time.monotonic()
         chosen, reason = choose_network(network)
@@ -507,7 +574,11 @@ class Lab:
         self._ensure_ssh_key()
         existing = self.existing_node_count()
         # Shrinking keeps the extra nodes running until the playbook has drained them.
-        nodes = self.ensure_containers(chosen, image_tag, max(existing, node_count))
+        nodes, apps_node = self.ensure_containers(
+            chosen, image_tag, max(existing, node_count), apps=apps
+        )
+        if not apps:
+            self.remove_apps()
         extra = nodes[node_count:]
         if extra:
             say(
@@ -522,16 +593,25 @@ class Lab:
             mode=mode,
             dashboards_archive=dashboards_archive,
             absent=tuple(node.inventory_name for node in extra),
+            apps=apps_node,
         )
         changed = self.run_playbook()
         if extra:
             self.remove_containers(extra)
             nodes = nodes[:node_count]
             self.write_inventory(
-                nodes, network=chosen, mode=mode, dashboards_archive=dashboards_archive
+                nodes,
+                network=chosen,
+                mode=mode,
+                dashboards_archive=dashboards_archive,
+                apps=apps_node,
             )
         facts = self.describe(
-            nodes, network=chosen, mode=mode, console=dashboards_archive is not None
+            nodes,
+            network=chosen,
+            mode=mode,
+            console=dashboards_archive is not None,
+            apps=apps_node,
         )
         facts["changed"] = changed
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
@@ -578,6 +658,19 @@ class LabClient:
             return json.loads(response.read())
 
 
+def _service_facts(apps: LabNode | None, token_file: Path) -> dict[str, Any]:
+    """lab.json's ``services`` (base URLs) and ``user_directory_token_file``."""
+    if apps is None:
+        return {"services": {}}
+    return {
+        "services": {
+            "user_directory": f"http://{apps.address}:{USER_DIRECTORY_PORT}",
+            "orders": f"http://{apps.address}:{ORDERS_PORT}",
+        },
+        "user_directory_token_file": str(token_file),
+    }
+
+
 def curl_example(facts: dict[str, Any]) -> str:
     """How to reach the cluster, without ever printing the password or passing it in argv.
 
@@ -608,6 +701,14 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
     if facts.get("console"):
         sign_in = "" if facts["mode"] == "open" else "; sign in as admin"
         lines.append(f"console  {facts['console']}  (Dashboards{sign_in})")
+    services = facts.get("services") or {}
+    if "user_directory" in services:
+        lines.append(
+            f"service  user directory  {services['user_directory']}/mock-api/users  "
+            f"(bearer token in {facts['user_directory_token_file']})"
+        )
+    if "orders" in services:
+        lines.append(f"service  orders          {services['orders']}/orders")
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
         f"try      {curl_example(facts)}",
