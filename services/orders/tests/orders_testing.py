@@ -45,6 +45,21 @@ class RecordingSender:
         return None
 
 
+class SlowSender(RecordingSender):
+    """A stand-in for a slow notification channel: each send holds its pool thread.
+
+    With the after-commit listener only handing orders to the delivery worker, a slow
+    notification is what saturates ``eventTaskExecutor`` (as a slow webhook does)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def send(self, text: str) -> None:
+        time.sleep(self.seconds)
+        super().send(text)
+
+
 @dataclass
 class RunningServer:
     runtime: OrderServiceRuntime
