@@ -483,3 +483,27 @@ def test_worker_stop_leaves_queued_orders_for_the_next_start(
     restarted = open_runtime(make_settings(database_url, **target, **FAST_RELAY))
     wait_until(lambda: restarted.outbox.undelivered() == 0, timeout=30)
     assert cluster.ids() == set(order_ids)
+
+
+def test_worker_linger_sends_one_request_per_interval_under_load(
+    database_url: str,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    # A fast target: without the linger nearly every order would get its own request.
+    settings = make_settings(
+        database_url,
+        **search_settings(cluster, certificates.ca_file),
+        **NO_RELAY,
+        **{"orders.outbox.delivery-linger-seconds": 1.0},
+    )
+    server = start_server(settings)
+    first = _post_many(server, 1)
+    wait_until(lambda: cluster.ids() == set(first))  # after a quiet spell: sent at once
+    order_ids = _post_many(server, 60)
+    started = time.monotonic()
+    wait_until(lambda: server.runtime.outbox.undelivered() == 0, timeout=20)
+    assert cluster.ids() == set(first + order_ids)
+    assert cluster.bulk_requests <= 4, f"{cluster.bulk_requests} requests for 61 orders"
+    assert time.monotonic() - started < 5.0

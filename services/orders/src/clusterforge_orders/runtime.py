@@ -134,6 +134,7 @@ class OrderServiceRuntime:
                 metrics=metrics,
                 batch_size=settings.orders.outbox.batch_size,
                 queue_capacity=settings.orders.outbox.handoff_capacity,
+                linger_seconds=settings.orders.outbox.delivery_linger_seconds,
             )
             outbox.worker.start()
             relay = OutboxRelay(outbox=outbox, settings=settings.orders.outbox)
