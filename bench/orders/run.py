@@ -209,7 +209,9 @@ class ClusterTarget:
         self.password = password
         self.index = index
         self.probe_interval = probe_interval
-        self.label = f"real cluster {', '.join(urls)} index {index}"
+        self.label = (
+            f"the cluster given by --lab-json/--search-url: {', '.join(urls)} index {index}"
+        )
 
     def environment(self) -> dict[str, str]:
         env = {
