@@ -30,7 +30,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -71,6 +73,10 @@ class Result:
     outbox_rows: int = 0
     delay_p50_ms: float | None = None
     delay_p99_ms: float | None = None
+    target_delays_ms: list[float] = field(default_factory=list)
+    target_delay_kind: str = ""
+    bulk_requests: int | None = None
+    documents_received: int | None = None
     load_before: str = ""
     load_after: str = ""
 
@@ -121,14 +127,17 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def _outbox_numbers(database: Path) -> tuple[int, int, list[float]]:
-    """(rows, undelivered, commit-to-delivered delays in ms) from the service's SQLite."""
+def _outbox_numbers(
+    database: Path, arrivals: dict[str, float] | None = None
+) -> tuple[int, int, list[float], list[float]]:
+    """(rows, undelivered, commit-to-delivered delays in ms, commit-to-arrival delays in ms)
+    from the service's SQLite; ``arrivals`` are the stand-in's wall-clock arrival times."""
     if not database.exists():
-        return 0, 0, []
+        return 0, 0, [], []
     with contextlib.closing(sqlite3.connect(database)) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
         if "order_sync_outbox" not in tables:
-            return 0, 0, []
+            return 0, 0, [], []
         rows = connection.execute("SELECT count(*) FROM order_sync_outbox").fetchone()[0]
         undelivered = connection.execute(
             "SELECT count(*) FROM order_sync_outbox WHERE delivered_at IS NULL"
@@ -140,15 +149,191 @@ def _outbox_numbers(database: Path) -> tuple[int, int, list[float]]:
                 "FROM order_sync_outbox WHERE delivered_at IS NOT NULL"
             )
         ]
-    return int(rows), int(undelivered), delays
+        to_target: list[float] = []
+        if arrivals:
+            for order_id, created_at in connection.execute(
+                "SELECT order_id, created_at FROM order_sync_outbox"
+            ):
+                arrived = arrivals.get(order_id)
+                if arrived is not None:
+                    created = datetime.fromisoformat(created_at).timestamp()
+                    to_target.append((arrived - created) * 1000.0)
+    return int(rows), int(undelivered), delays, to_target
 
 
-def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespace) -> Result:
+class StandInTarget:
+    """Delivery to the STAND-IN cluster (a local HTTPS ``_bulk`` server, not OpenSearch)."""
+
+    def __init__(self, cluster: StandInCluster, ca_file: Path, *, label: str) -> None:
+        self.cluster = cluster
+        self.ca_file = ca_file
+        self.label = label
+        # The stand-in stamps arrivals with time.monotonic() in this process.
+        self._wall_offset = time.time() - time.monotonic()
+
+    def environment(self) -> dict[str, str]:
+        # The password goes through the environment of the service, never its argv.
+        return {
+            "ORDERS_SEARCH_URLS": self.cluster.url,
+            "ORDERS_SEARCH_CA_FILE": str(self.ca_file),
+            "ORDERS_SEARCH_USERNAME": STAND_IN_USER,
+            "ORDERS_SEARCH_PASSWORD": STAND_IN_PASSWORD,
+        }
+
+    def counts(self) -> tuple[int, int]:
+        """(bulk requests, documents held) so far."""
+        with self.cluster.lock:
+            return self.cluster.bulk_requests, len(self.cluster.arrivals)
+
+    def arrivals(self) -> dict[str, float]:
+        with self.cluster.lock:
+            return {key: value + self._wall_offset for key, value in self.cluster.arrivals.items()}
+
+
+class ClusterTarget:
+    """Delivery to a real OpenSearch cluster; the delay is POST to searchable, by probes."""
+
+    def __init__(
+        self,
+        *,
+        urls: list[str],
+        ca_file: Path,
+        username: str | None,
+        password: str | None,
+        index: str,
+        probe_interval: float,
+    ) -> None:
+        self.urls = urls
+        self.ca_file = ca_file
+        self.username = username
+        self.password = password
+        self.index = index
+        self.probe_interval = probe_interval
+        self.label = (
+            f"the cluster given by --lab-json/--search-url: {', '.join(urls)} index {index}"
+        )
+
+    def environment(self) -> dict[str, str]:
+        env = {
+            "ORDERS_SEARCH_URLS": ",".join(self.urls),
+            "ORDERS_SEARCH_CA_FILE": str(self.ca_file),
+            "ORDERS_SEARCH_INDEX": self.index,
+        }
+        if self.username:
+            env["ORDERS_SEARCH_USERNAME"] = self.username
+            env["ORDERS_SEARCH_PASSWORD"] = self.password or ""
+        return env
+
+    def client(self) -> httpx.Client:
+        import ssl
+
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        auth = httpx.BasicAuth(self.username, self.password or "") if self.username else None
+        return httpx.Client(verify=context, auth=auth, timeout=10, trust_env=False)
+
+
+class Prober:
+    """Posts a probe order every ``interval`` s and times it until a search finds it."""
+
+    def __init__(self, target: ClusterTarget, base_url: str) -> None:
+        self._target = target
+        self._base_url = base_url
+        self._stop = threading.Event()
+        self._posted: dict[str, float] = {}  # orderId -> monotonic time just before POST
+        self._found: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._post_loop, daemon=True),
+            threading.Thread(target=self._search_loop, daemon=True),
+        ]
+        self._posting = threading.Event()
+
+    def start(self) -> None:
+        self._posting.set()
+        for thread in self._threads:
+            thread.start()
+
+    def stop_posting(self) -> None:
+        self._posting.clear()
+
+    def _post_loop(self) -> None:
+        with httpx.Client(timeout=30, trust_env=False) as client:
+            while self._posting.is_set():
+                body = {
+                    "userId": f"bench-probe-{uuid.uuid4().hex[:12]}",
+                    "productName": "机械键盘 benchmark probe",
+                    "amount": 1,
+                }
+                started = time.monotonic()
+                try:
+                    answer = client.post(f"{self._base_url}/orders", json=body)
+                    if answer.status_code == 200:
+                        with self._lock:
+                            self._posted[str(answer.json()["orderId"])] = started
+                except httpx.HTTPError:
+                    pass
+                time.sleep(self._target.probe_interval)
+
+    def _search_loop(self) -> None:
+        url = self._target.urls[0].rstrip("/")
+        with self._target.client() as client:
+            while not self._stop.is_set():
+                with self._lock:
+                    pending = [key for key in self._posted if key not in self._found]
+                if pending:
+                    try:
+                        answer = client.post(
+                            f"{url}/{self._target.index}/_search",
+                            json={
+                                "size": len(pending),
+                                "_source": False,
+                                "query": {"ids": {"values": pending}},
+                            },
+                        )
+                        now = time.monotonic()
+                        if answer.status_code == 200:
+                            with self._lock:
+                                for hit in answer.json()["hits"]["hits"]:
+                                    self._found.setdefault(str(hit["_id"]), now)
+                    except (httpx.HTTPError, ValueError, KeyError):
+                        pass
+                self._stop.wait(0.05)
+
+    def wait_found(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if set(self._posted) <= set(self._found):
+                    return
+            time.sleep(0.2)
+
+    def finish(self) -> tuple[list[float], int]:
+        """(POST-to-searchable delays in ms of the probes found, probes never found)."""
+        self._stop.set()
+        self._posting.clear()
+        with self._lock:
+            delays = [
+                (self._found[key] - started) * 1000.0
+                for key, started in self._posted.items()
+                if key in self._found
+            ]
+            missing = len(self._posted) - len(delays)
+        return delays, missing
+
+
+Target = StandInTarget | ClusterTarget
+
+
+def run_scenario(
+    name: str, environment: dict[str, str], target: Target | None, args: argparse.Namespace
+) -> Result:
     load_before = _load()
     workdir = Path(tempfile.mkdtemp(prefix=f"orders-bench-{name}-"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ORDERS_", "EVENT_"))}
     env.update(environment)
+    if target is not None:
+        env.update(target.environment())
     env["ORDERS_ACCESS_LOG"] = "false"
     log = (workdir / "service.log").open("w")
     service = subprocess.Popen(
@@ -159,6 +344,8 @@ def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespac
         stderr=subprocess.STDOUT,
     )
     base_url = f"http://127.0.0.1:{port}"
+    counts_before = target.counts() if isinstance(target, StandInTarget) else None
+    prober: Prober | None = None
     try:
         # Generous: on a loaded machine importing the service alone took over 30 s.
         deadline = time.monotonic() + 180
@@ -182,9 +369,14 @@ def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespac
             str(HERE / "post.lua"),
         ]
         subprocess.run([*wrk, "-d3s", base_url], check=True, capture_output=True)  # warm-up
+        if isinstance(target, ClusterTarget):
+            prober = Prober(target, base_url)
+            prober.start()
         output = subprocess.run(
             [*wrk, f"-d{args.duration}s", base_url], check=True, capture_output=True, text=True
         ).stdout
+        if prober is not None:
+            prober.stop_posting()
         metrics = httpx.get(f"{base_url}/metrics", timeout=10).text
         undelivered_at_stop = _metric_or_none(metrics, "orders_outbox_undelivered")
         undelivered_after_drain = undelivered_at_stop
@@ -196,6 +388,9 @@ def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespac
                 httpx.get(f"{base_url}/metrics", timeout=10).text, "orders_outbox_undelivered"
             )
         drain_seconds = time.monotonic() - drain_started
+        final_metrics = httpx.get(f"{base_url}/metrics", timeout=10).text
+        if prober is not None:
+            prober.wait_found(timeout=max(5.0, args.drain - drain_seconds))
     finally:
         stop_started = time.monotonic()
         service.send_signal(signal.SIGTERM)
@@ -225,10 +420,10 @@ def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespac
         listener_failures=_metric(metrics, "orders_listener_failures_total"),
         shutdown_seconds=shutdown_seconds,
     )
-    rows, undelivered_at_exit, delays = _outbox_numbers(workdir / "orders.db")
-    delivering = "ORDERS_SEARCH_URLS" in environment
+    arrivals = target.arrivals() if isinstance(target, StandInTarget) else None
+    rows, undelivered_at_exit, delays, to_target = _outbox_numbers(workdir / "orders.db", arrivals)
     result.outbox_rows = rows
-    if delivering:
+    if target is not None:
         result.undelivered_at_stop = undelivered_at_stop
         result.undelivered_after_drain = undelivered_after_drain
         result.drain_seconds = drain_seconds
@@ -236,6 +431,20 @@ def run_scenario(name: str, environment: dict[str, str], args: argparse.Namespac
         if delays:
             result.delay_p50_ms = _percentile(delays, 0.50)
             result.delay_p99_ms = _percentile(delays, 0.99)
+        result.bulk_requests = _metric_or_none(final_metrics, "orders_outbox_batches_total")
+        if isinstance(target, StandInTarget):
+            result.target_delays_ms = to_target
+            result.target_delay_kind = "POST to stand-in received, every order"
+            assert counts_before is not None
+            requests, documents = target.counts()
+            result.bulk_requests = requests - counts_before[0]
+            result.documents_received = documents - counts_before[1]
+        elif prober is not None:
+            probe_delays, missing = prober.finish()
+            result.target_delays_ms = probe_delays
+            result.target_delay_kind = (
+                f"POST to searchable, {len(probe_delays)} probes ({missing} not found)"
+            )
     result.load_before = load_before
     result.load_after = _load()
     shutil.rmtree(workdir, ignore_errors=True)
@@ -246,14 +455,72 @@ def _fmt(value: float | int | None, pattern: str = "{}") -> str:
     return "-" if value is None else pattern.format(value)
 
 
+def _cluster_target(args: argparse.Namespace) -> ClusterTarget | None:
+    """The real cluster the options name, or None (the stand-in)."""
+    if args.lab_json is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+        from clusterforge.loadcheck import LoadTarget
+
+        lab = LoadTarget.from_lab_json(args.lab_json)
+        if lab.ca_cert is None:
+            raise SystemExit(f"{args.lab_json} has no ca_cert: the service delivers over https")
+        username, password = lab.credentials if lab.credentials else (None, None)
+        urls, ca_file = list(lab.urls), Path(lab.ca_cert)
+    elif args.search_url:
+        if args.ca_file is None:
+            raise SystemExit("--search-url needs --ca-file (the cluster's CA, PEM)")
+        urls, ca_file, username, password = args.search_url, args.ca_file, args.username, None
+    else:
+        return None
+    if args.username:
+        username = args.username
+        password = None
+    if args.password_file is not None:
+        password = args.password_file.read_text().strip()
+    elif username and password is None:
+        password = os.environ.get("ORDERS_BENCH_SEARCH_PASSWORD")
+        if password is None:
+            raise SystemExit(
+                "give the password of --username in --password-file or the environment "
+                "variable ORDERS_BENCH_SEARCH_PASSWORD (never on the command line)"
+            )
+    return ClusterTarget(
+        urls=urls,
+        ca_file=ca_file,
+        username=username,
+        password=password,
+        index=args.index,
+        probe_interval=args.probe_interval,
+    )
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=int, default=30)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument(
         "--drain", type=int, default=60, help="seconds to wait for the outbox after the load"
     )
     parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run the whole list this many times (noise)"
+    )
+    real = parser.add_argument_group(
+        "a real cluster instead of the stand-in (the lead's lab)",
+        "The password is read from --password-file, the lab.json's admin_password_file or "
+        "ORDERS_BENCH_SEARCH_PASSWORD, and reaches the service through its environment.",
+    )
+    real.add_argument("--lab-json", type=Path, help="inventories/lab/lab.json of the cluster")
+    real.add_argument("--search-url", action="append", help="https URL of a node (repeatable)")
+    real.add_argument("--ca-file", type=Path, help="the cluster's CA certificate (PEM)")
+    real.add_argument("--username", help="user that may write (and search) the index")
+    real.add_argument("--password-file", type=Path, help="file holding that user's password")
+    real.add_argument("--index", default="orders", help="index to deliver to (orders)")
+    real.add_argument(
+        "--probe-interval", type=float, default=0.25, help="seconds between probe orders"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is missing; install Debian's wrk package (apt-get install wrk)")
@@ -265,6 +532,15 @@ def main() -> int:
     cluster = StandInCluster(certificates)
     slow_cluster = StandInCluster(certificates)
     slow_cluster.delay_seconds = SLOW_TARGET_SECONDS
+    real_cluster = _cluster_target(args)
+    target: Target = real_cluster or StandInTarget(
+        cluster, certificates.ca_file, label="STAND-IN cluster (local HTTPS _bulk server)"
+    )
+    slow_target = StandInTarget(
+        slow_cluster,
+        certificates.ca_file,
+        label=f"STAND-IN cluster answering each bulk request after {SLOW_TARGET_SECONDS} s",
+    )
     off = {
         "ORDERS_LISTENERS_AUDIT_LOG_ENABLED": "false",
         "ORDERS_LISTENERS_NOTIFICATION_ENABLED": "false",
@@ -276,60 +552,68 @@ def main() -> int:
             f"http://127.0.0.1:{webhook.server_address[1]}/hook"
         ),
     }
-
-    def delivery(target: StandInCluster) -> dict[str, str]:
-        # The password goes through the environment of the service, never its argv.
-        return {
-            "ORDERS_SEARCH_URLS": target.url,
-            "ORDERS_SEARCH_CA_FILE": str(certificates.ca_file),
-            "ORDERS_SEARCH_USERNAME": STAND_IN_USER,
-            "ORDERS_SEARCH_PASSWORD": STAND_IN_PASSWORD,
-        }
-
-    scenarios = {
-        "listeners-off": off,
-        "listeners-on-no-target": {},
-        "listeners-on-slow-webhook-no-target": slow_webhook,
-        "outbox-delivery": delivery(cluster),
-        "outbox-delivery-slow-webhook": {**delivery(cluster), **slow_webhook},
-        "outbox-delivery-slow-target": delivery(slow_cluster),
+    scenarios: dict[str, tuple[dict[str, str], Target | None]] = {
+        "listeners-off": (off, None),
+        "listeners-on-no-target": ({}, None),
+        "listeners-on-slow-webhook-no-target": (slow_webhook, None),
+        "outbox-delivery": ({}, target),
+        "outbox-delivery-slow-webhook": (slow_webhook, target),
+        "outbox-delivery-slow-target": ({}, slow_target),
     }
-    results = [
-        run_scenario(name, environment, args)
-        for name, environment in scenarios.items()
-        if not args.only or name in args.only or name == "listeners-off"
+    if real_cluster is not None:
+        del scenarios["outbox-delivery-slow-target"]  # a stand-in knob, not the cluster's
+    chosen = [
+        name for name in scenarios if not args.only or name in args.only or name == "listeners-off"
     ]
+    results: list[tuple[int, Result]] = []
+    for round_number in range(1, args.repeat + 1):
+        for name in chosen:
+            environment, scenario_target = scenarios[name]
+            results.append((round_number, run_scenario(name, environment, scenario_target, args)))
     webhook.shutdown()
     cluster.close()
     slow_cluster.close()
 
-    baseline = results[0].requests_per_second
     print(
         f"\nPOST /orders, {args.connections} connections, {args.duration} s, wrk -t2, "
-        f"SQLite, 1 uvicorn process, {os.cpu_count()} CPUs; delivery to a stand-in "
-        f"cluster (local HTTPS _bulk server; slow target {SLOW_TARGET_SECONDS} s per "
-        f"request; slow webhook {SLOW_WEBHOOK_SECONDS} s)\n"
+        f"SQLite, 1 uvicorn process, {os.cpu_count()} CPUs; delivery target: {target.label}; "
+        f"slow target: {slow_target.label}; slow webhook {SLOW_WEBHOOK_SECONDS} s. "
+        "Ratio: to the listeners-off run of the same round.\n"
     )
     print(
-        "| scenario | req/s | ratio to off | p50 ms | p99 ms | non-2xx | backlog at end "
+        "| round | scenario | req/s | ratio to off | p50 ms | p99 ms | non-2xx | backlog at end "
         "(queued+running) | rejected tasks | listener failures | outbox rows | undelivered "
-        "at stop / after drain (s) / at exit | commit to delivered p50 / p99 ms "
-        "| SIGTERM to exit s | load before / after |"
+        "at stop / after drain (s) / at exit | bulk requests (docs received) "
+        "| commit to delivered p50 / p99 ms | POST to target p50 / p99 ms (what) "
+        "| SIGTERM to exit s | load before / after (1, 5, 15 min) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for item in results:
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    baselines = {
+        round_number: item.requests_per_second
+        for round_number, item in results
+        if item.scenario == "listeners-off"
+    }
+    for round_number, item in results:
         undelivered = (
             f"{_fmt(item.undelivered_at_stop)} / {_fmt(item.undelivered_after_drain)} "
             f"({_fmt(item.drain_seconds, '{:.1f}')}) / {_fmt(item.undelivered_at_exit)}"
         )
         delay = f"{_fmt(item.delay_p50_ms, '{:.0f}')} / {_fmt(item.delay_p99_ms, '{:.0f}')}"
+        if item.target_delays_ms:
+            to_target = (
+                f"{_percentile(item.target_delays_ms, 0.50):.0f} / "
+                f"{_percentile(item.target_delays_ms, 0.99):.0f} ({item.target_delay_kind})"
+            )
+        else:
+            to_target = "-"
+        bulk = f"{_fmt(item.bulk_requests)} ({_fmt(item.documents_received)})"
         print(
-            f"| {item.scenario} | {item.requests_per_second:.0f} | "
-            f"{item.requests_per_second / baseline:.2f}x | {item.p50_ms:.1f} | "
+            f"| {round_number} | {item.scenario} | {item.requests_per_second:.0f} | "
+            f"{item.requests_per_second / baselines[round_number]:.2f}x | {item.p50_ms:.1f} | "
             f"{item.p99_ms:.1f} | {item.non_2xx} | {item.backlog_queued}+{item.backlog_active} | "
             f"{item.rejections} | {item.listener_failures} | {item.outbox_rows} | "
-            f"{undelivered} | {delay} | {item.shutdown_seconds:.1f} | "
-            f"{item.load_before} / {item.load_after} |"
+            f"{undelivered} | {bulk} | {delay} | {to_target} | "
+            f"{item.shutdown_seconds:.1f} | {item.load_before} / {item.load_after} |"
         )
     return 0
 

@@ -27,6 +27,7 @@ from clusterforge_orders import (
     OrderServiceSettings,
     create_app,
 )
+from clusterforge_orders.runtime import DEFAULT_DELIVERY_STOP_SECONDS
 from clusterforge_orders.sinks import DeliverySink
 from orders_testing import (
     RecordingSender,
@@ -81,12 +82,14 @@ def open_runtime() -> Iterator[RuntimeFactory]:
         sender: NotificationSender | None = None,
         sink: DeliverySink | None = None,
         await_termination_seconds: float = TEST_AWAIT_TERMINATION_SECONDS,
+        delivery_stop_seconds: float = DEFAULT_DELIVERY_STOP_SECONDS,
     ) -> OrderServiceRuntime:
         runtime = OrderServiceRuntime.open(
             settings,
             sender=sender if sender is not None else RecordingSender(),
             sink=sink,
             executor_await_termination_seconds=await_termination_seconds,
+            delivery_stop_seconds=delivery_stop_seconds,
         )
         runtimes.append(runtime)
         return runtime
@@ -106,8 +109,11 @@ def start_server(open_runtime: RuntimeFactory) -> Iterator[ServerFactory]:
         sender: NotificationSender | None = None,
         sink: DeliverySink | None = None,
         before_start: Callable[[OrderServiceRuntime], None] | None = None,
+        delivery_stop_seconds: float = DEFAULT_DELIVERY_STOP_SECONDS,
     ) -> RunningServer:
-        runtime = open_runtime(settings, sender=sender, sink=sink)
+        runtime = open_runtime(
+            settings, sender=sender, sink=sink, delivery_stop_seconds=delivery_stop_seconds
+        )
         if before_start is not None:
             before_start(runtime)
         listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -45,6 +45,21 @@ class RecordingSender:
         return None
 
 
+class SlowSender(RecordingSender):
+    """A stand-in for a slow notification channel: each send holds its pool thread.
+
+    With the after-commit listener only handing orders to the delivery worker, a slow
+    notification is what saturates ``eventTaskExecutor`` (as a slow webhook does)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def send(self, text: str) -> None:
+        time.sleep(self.seconds)
+        super().send(text)
+
+
 @dataclass
 class RunningServer:
     runtime: OrderServiceRuntime
@@ -161,9 +176,11 @@ class StandInCluster:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                status, answer = cluster._bulk(
-                    self.path, self.headers.get("Authorization", ""), body
-                )
+                authorization = self.headers.get("Authorization", "")
+                if self.path.endswith("/_search"):
+                    status, answer = cluster._search(self.path, authorization, body)
+                else:
+                    status, answer = cluster._bulk(self.path, authorization, body)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -228,6 +245,26 @@ class StandInCluster:
                     {"index": {"_index": action["_index"], "_id": order_id, "status": 201}}
                 )
         return 200, {"took": 1, "errors": errors, "items": items}
+
+    def _search(self, path: str, authorization: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        """``POST /<index>/_search`` with an ``ids`` query only (the bench's probes):
+        a document is found as soon as its bulk request was answered (no refresh)."""
+        expected = (
+            "Basic " + base64.b64encode(f"{STAND_IN_USER}:{STAND_IN_PASSWORD}".encode()).decode()
+        )
+        if authorization != expected:
+            return 401, {"error": "unauthorized"}
+        index = path.strip("/").split("/")[0]
+        wanted = json.loads(body or b"{}").get("query", {}).get("ids", {}).get("values")
+        if not isinstance(wanted, list):
+            return 400, {"error": "the stand-in answers only an ids query"}
+        with self.lock:
+            hits = [
+                {"_index": index, "_id": order_id}
+                for order_id in wanted
+                if (index, order_id) in self.documents
+            ]
+        return 200, {"hits": {"total": {"value": len(hits)}, "hits": hits}}
 
     def ids(self, index: str = "orders") -> set[str]:
         with self.lock:

@@ -172,7 +172,8 @@ def test_without_transaction_after_commit_is_skipped_unless_fallback(
     fallback.bus.publish(_event("ORD-" + "2" * 32))
     fallback.executor.shutdown(timeout_seconds=5)
     assert fallback.metrics.after_commit_skips(AFTER_COMMIT_SYNC_LISTENER) == 0
-    assert list(fallback_sink.documents) == ["ORD-" + "2" * 32]
+    # The listener hands the order to the delivery worker, which sends it on its thread.
+    wait_until(lambda: list(fallback_sink.documents) == ["ORD-" + "2" * 32])
     # Published outside create_order, so no order and no outbox row: nothing to mark.
     assert _count(fallback, order_sync_outbox_table) == 0
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from clusterforge_orders.sinks import OpenSearchBulkSink, OrderDocument
 from clusterforge_orders.storage import order_sync_outbox_table, orders_table
 from orders_testing import (
     STAND_IN_PASSWORD,
     STAND_IN_USER,
+    SlowSender,
     StandInCertificates,
     StandInCluster,
     make_settings,
@@ -43,6 +46,9 @@ SMALL_POOL = {
     "event.async.queue-capacity": 2,
     "orders.listeners.notification.enabled": False,
 }
+# The after-commit listener only hands an order to the delivery worker, so on its own it
+# no longer fills a pool; a slow notification (0.5 s a send, as a slow webhook) does.
+SATURATING = {**SMALL_POOL, "orders.listeners.notification.enabled": True}
 
 
 def _document(order_id: str, name: str = "机械键盘") -> OrderDocument:
@@ -212,10 +218,10 @@ def test_slow_target_every_order_gets_its_row_and_is_delivered(
         database_url,
         **search_settings(cluster, certificates.ca_file),
         **FAST_RELAY,
-        **SMALL_POOL,
+        **SATURATING,
         **{"orders.search.timeout-seconds": 10},
     )
-    server = start_server(settings)
+    server = start_server(settings, sender=SlowSender(0.5))
     started = time.monotonic()
     order_ids = _post_many(server, 40)
     posting = time.monotonic() - started
@@ -237,9 +243,9 @@ def test_saturated_executor_rejected_listener_tasks_lose_nothing(
 ) -> None:
     cluster.delay_seconds = 0.5
     settings = make_settings(
-        database_url, **search_settings(cluster, certificates.ca_file), **FAST_RELAY, **SMALL_POOL
+        database_url, **search_settings(cluster, certificates.ca_file), **FAST_RELAY, **SATURATING
     )
-    server = start_server(settings)
+    server = start_server(settings, sender=SlowSender(0.5))
     order_ids = _post_many(server, 60)
     rejected = server.runtime.metrics.task_rejections("after-commit-sync")
     assert rejected > 0
@@ -260,7 +266,8 @@ def test_shutdown_while_saturated_loses_nothing_and_the_next_start_delivers(
     cluster.delay_seconds = 3.0
     target = search_settings(cluster, certificates.ca_file)
     settings = make_settings(database_url, **target, **FAST_RELAY, **SMALL_POOL)
-    server = start_server(settings)
+    # The delivery worker gets 1 s to flush: one 3 s request is in flight at the stop.
+    server = start_server(settings, delivery_stop_seconds=1.0)
     order_ids = _post_many(server, 30)
     server.stop()  # drains the executor for at most TEST_AWAIT_TERMINATION_SECONDS
     runtime = server.runtime
@@ -319,3 +326,184 @@ def test_without_a_target_rows_wait_and_a_later_start_delivers_them(
     runtime = open_runtime(settings)
     wait_until(lambda: runtime.outbox.undelivered() == 0)
     assert cluster.ids() == set(order_ids)
+
+
+# --- the delivery worker: many orders per bulk request -------------------------------------
+
+# The relay never takes a row in these tests unless they say so: what is delivered, the
+# worker delivered.
+NO_RELAY = {"orders.outbox.relay-grace-seconds": 600, "orders.outbox.relay-interval-seconds": 600}
+
+
+def test_worker_coalesces_many_orders_into_few_bulk_requests(
+    database_url: str,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    # While one request is in flight (0.3 s) the next orders pile up in the worker's queue.
+    cluster.delay_seconds = 0.3
+    settings = make_settings(
+        database_url, **search_settings(cluster, certificates.ca_file), **NO_RELAY
+    )
+    server = start_server(settings)
+    order_ids = _post_many(server, 120)
+    wait_until(lambda: server.runtime.outbox.undelivered() == 0, timeout=30)
+    assert cluster.ids() == set(order_ids)
+    assert cluster.bulk_requests <= 30, f"{cluster.bulk_requests} requests for 120 orders"
+    delivered, failures, relayed = server.runtime.metrics.outbox_counts
+    assert (delivered, failures, relayed) == (120, 0, 0)
+    assert server.runtime.metrics.outbox_batches == cluster.bulk_requests
+    assert "orders_outbox_batches_total" in server.client.get("/metrics").text
+
+
+def test_worker_marks_a_batch_delivered_in_one_update(
+    database_url: str,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    settings = make_settings(
+        database_url, **search_settings(cluster, certificates.ca_file), **NO_RELAY
+    )
+    server = start_server(settings)
+    outbox = server.runtime.outbox
+    assert outbox.worker is not None
+    order_ids = _post_many(server, 5)
+    wait_until(lambda: outbox.undelivered() == 0)
+    # Then a batch of 50 re-sent by hand (already delivered rows stay as they are) and 50
+    # new rows: one UPDATE statement marks them, whatever the batch size.
+    fresh = [f"ORD-batch-{number}" for number in range(50)]
+    now = datetime.now()
+    with server.runtime.transactions.begin() as transaction:
+        for order_id in fresh:
+            transaction.connection.execute(
+                orders_table.insert(),
+                {
+                    "order_id": order_id,
+                    "user_id": "u",
+                    "product_name": "键盘",
+                    "amount": Decimal("1"),
+                    "create_time": now,
+                },
+            )
+            outbox.add(transaction.connection, order_id=order_id, created_at=now)
+    updates: list[str] = []
+
+    def count(_conn, _cursor, statement, _parameters, _context, _many) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("UPDATE ORDER_SYNC_OUTBOX"):
+            updates.append(statement)
+
+    engine = server.runtime.database.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        assert (
+            outbox.deliver_documents(
+                [_document(order_id) for order_id in fresh + order_ids], attempts={}
+            )
+            == 55
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(updates) == 1, updates
+    assert outbox.undelivered() == 0
+    rows = _outbox_rows(server.runtime)
+    assert all(rows[order_id] is not None for order_id in fresh)
+
+
+def test_worker_leaves_rows_undelivered_when_the_sink_fails(
+    database_url: str,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    cluster.down = True
+    settings = make_settings(
+        database_url, **search_settings(cluster, certificates.ca_file), **NO_RELAY
+    )
+    server = start_server(settings)
+    order_ids = _post_many(server, 20)
+    wait_until(lambda: server.runtime.metrics.outbox_counts[1] == 20)
+    wait_until(lambda: server.runtime.outbox.worker.queued == 0)  # type: ignore[union-attr]
+    assert server.runtime.outbox.undelivered() == 20
+    assert set(_outbox_rows(server.runtime)) == set(order_ids)
+    with server.runtime.database.engine.connect() as connection:
+        errors = connection.execute(select(order_sync_outbox_table.c.last_error)).scalars().all()
+    assert all("HTTP 503" in str(error) for error in errors)
+    assert cluster.ids() == set()
+
+
+def test_worker_full_queue_leaves_orders_to_the_relay(
+    database_url: str,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    cluster.delay_seconds = 0.5
+    settings = make_settings(
+        database_url,
+        **search_settings(cluster, certificates.ca_file),
+        **FAST_RELAY,
+        **{"orders.outbox.handoff-capacity": 1},
+    )
+    server = start_server(settings)
+    order_ids = _post_many(server, 30)
+    assert server.runtime.metrics.outbox_handoffs_refused > 0
+    wait_until(lambda: server.runtime.outbox.undelivered() == 0, timeout=30)
+    assert cluster.ids() == set(order_ids)
+    assert server.runtime.metrics.outbox_counts[2] > 0, "the relay delivered the refused ones"
+    assert "orders_outbox_handoffs_refused_total" in server.client.get("/metrics").text
+
+
+def test_worker_stop_leaves_queued_orders_for_the_next_start(
+    database_url: str,
+    open_runtime,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    cluster.delay_seconds = 2.0
+    target = search_settings(cluster, certificates.ca_file)
+    settings = make_settings(database_url, **target, **NO_RELAY)
+    server = start_server(settings, delivery_stop_seconds=0.5)
+    order_ids = _post_many(server, 40)
+    worker = server.runtime.outbox.worker
+    assert worker is not None
+    wait_until(lambda: worker.queued > 0)  # one request in flight, the rest queued
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 8.0, "the stop limit bounded the shutdown"
+    assert not worker.offer(_document("ORD-late")), "a stopped worker refuses"
+    assert worker.queued == 0
+    rows = _outbox_rows(server.runtime)
+    assert set(rows) == set(order_ids), "every order kept its row"
+    assert None in rows.values(), "the stop left deliveries undone (else nothing is proved)"
+
+    cluster.delay_seconds = 0.0
+    restarted = open_runtime(make_settings(database_url, **target, **FAST_RELAY))
+    wait_until(lambda: restarted.outbox.undelivered() == 0, timeout=30)
+    assert cluster.ids() == set(order_ids)
+
+
+def test_worker_linger_sends_one_request_per_interval_under_load(
+    database_url: str,
+    start_server,
+    cluster: StandInCluster,
+    certificates: StandInCertificates,  # type: ignore[no-untyped-def]
+) -> None:
+    # A fast target: without the linger nearly every order would get its own request.
+    settings = make_settings(
+        database_url,
+        **search_settings(cluster, certificates.ca_file),
+        **NO_RELAY,
+        **{"orders.outbox.delivery-linger-seconds": 1.0},
+    )
+    server = start_server(settings)
+    first = _post_many(server, 1)
+    wait_until(lambda: cluster.ids() == set(first))  # after a quiet spell: sent at once
+    order_ids = _post_many(server, 60)
+    started = time.monotonic()
+    wait_until(lambda: server.runtime.outbox.undelivered() == 0, timeout=20)
+    assert cluster.ids() == set(first + order_ids)
+    assert cluster.bulk_requests <= 4, f"{cluster.bulk_requests} requests for 61 orders"
+    assert time.monotonic() - started < 5.0

@@ -24,6 +24,8 @@ class OrderMetrics:
         self._outbox_delivered = 0
         self._outbox_delivery_failures = 0
         self._outbox_relayed = 0
+        self._outbox_batches = 0
+        self._outbox_handoffs_refused = 0
 
     def register_listener(self, name: str) -> None:
         with self._lock:
@@ -61,6 +63,25 @@ class OrderMetrics:
     def outbox_relayed(self, count: int) -> None:
         with self._lock:
             self._outbox_relayed += count
+
+    def outbox_batch_sent(self) -> None:
+        with self._lock:
+            self._outbox_batches += 1
+
+    def outbox_handoff_refused(self) -> None:
+        with self._lock:
+            self._outbox_handoffs_refused += 1
+
+    @property
+    def outbox_batches(self) -> int:
+        """Batches handed to the sink (each one bulk request, more when it retries)."""
+        with self._lock:
+            return self._outbox_batches
+
+    @property
+    def outbox_handoffs_refused(self) -> int:
+        with self._lock:
+            return self._outbox_handoffs_refused
 
     @property
     def outbox_counts(self) -> tuple[int, int, int]:
@@ -142,6 +163,16 @@ class OrderMetrics:
                     "orders_outbox_relayed_total",
                     "Outbox rows the relay delivered.",
                     self._outbox_relayed,
+                ),
+                (
+                    "orders_outbox_batches_total",
+                    "Batches of orders sent to the target (listener and relay).",
+                    self._outbox_batches,
+                ),
+                (
+                    "orders_outbox_handoffs_refused_total",
+                    "Orders the delivery worker's full or stopped queue left to the relay.",
+                    self._outbox_handoffs_refused,
                 ),
             ):
                 lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]

@@ -12,7 +12,7 @@ from .events import EventBus
 from .executor import DEFAULT_AWAIT_TERMINATION_SECONDS, ShutdownReport, ThreadPoolTaskExecutor
 from .listeners import subscribe_order_listeners
 from .metrics import OrderMetrics
-from .outbox import Outbox, OutboxRelay
+from .outbox import DeliveryWorker, Outbox, OutboxRelay
 from .senders import LoggingNotificationSender, NotificationSender, WebhookNotificationSender
 from .service import OrderService
 from .settings import NotificationSenderKind, OrderServiceSettings
@@ -23,6 +23,9 @@ from .transactions import TransactionManager
 logger = logging.getLogger(__name__)
 
 EVENT_TASK_EXECUTOR_NAME = "eventTaskExecutor"
+# How long shutdown lets the delivery worker send what it holds; what is left keeps its
+# undelivered row for the next start's relay, so the limit only bounds the shutdown.
+DEFAULT_DELIVERY_STOP_SECONDS = 10.0
 
 
 def build_notification_sender(settings: OrderServiceSettings) -> NotificationSender:
@@ -64,6 +67,7 @@ class OrderServiceRuntime:
     sender: NotificationSender
     outbox: Outbox
     relay: OutboxRelay | None
+    delivery_stop_seconds: float = DEFAULT_DELIVERY_STOP_SECONDS
     _closed: bool = field(default=False, init=False)
     _close_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -75,11 +79,13 @@ class OrderServiceRuntime:
         sender: NotificationSender | None = None,
         sink: DeliverySink | None = None,
         executor_await_termination_seconds: float = DEFAULT_AWAIT_TERMINATION_SECONDS,
+        delivery_stop_seconds: float = DEFAULT_DELIVERY_STOP_SECONDS,
     ) -> OrderServiceRuntime:
         """Migrate the database, start the executor and the outbox relay.
 
         ``executor_await_termination_seconds`` is the spec's fixed 30 s; only tests
-        shorten it. ``sink`` replaces the one the settings describe (tests).
+        shorten it, and ``delivery_stop_seconds``. ``sink`` replaces the one the settings
+        describe (tests).
         """
         database = Database(
             url=settings.orders.database_url,
@@ -123,6 +129,14 @@ class OrderServiceRuntime:
         )
         relay = None
         if sink is not None:
+            outbox.worker = DeliveryWorker(
+                outbox=outbox,
+                metrics=metrics,
+                batch_size=settings.orders.outbox.batch_size,
+                queue_capacity=settings.orders.outbox.handoff_capacity,
+                linger_seconds=settings.orders.outbox.delivery_linger_seconds,
+            )
+            outbox.worker.start()
             relay = OutboxRelay(outbox=outbox, settings=settings.orders.outbox)
             relay.start()
         return cls(
@@ -141,6 +155,7 @@ class OrderServiceRuntime:
             sender=sender,
             outbox=outbox,
             relay=relay,
+            delivery_stop_seconds=delivery_stop_seconds,
         )
 
     def render_metrics(self) -> str:
@@ -157,7 +172,8 @@ class OrderServiceRuntime:
         )
 
     def close(self) -> ShutdownReport | None:
-        """Stop the relay, drain the executor (at most 30 s), release sender, sink, database.
+        """Stop the relay, drain the executor (at most 30 s), flush the delivery worker (at
+        most ``delivery_stop_seconds``, 10 s), release sender, sink, database.
 
         Undelivered outbox rows stay in the database for the next start's relay.
         Returns None when already closed.
@@ -169,6 +185,9 @@ class OrderServiceRuntime:
         if self.relay is not None:
             self.relay.stop()
         report = self.executor.shutdown()
+        if self.outbox.worker is not None:
+            # After the executor: its last after-commit tasks hand their orders over first.
+            self.outbox.worker.stop(timeout_seconds=self.delivery_stop_seconds)
         self.sender.close()
         if self.outbox.sink is not None:
             self.outbox.sink.close()

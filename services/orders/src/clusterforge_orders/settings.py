@@ -160,6 +160,14 @@ class OutboxSettings(_Section):
     # A new row is left to the after-commit listener this long before the relay takes it.
     relay_grace_seconds: float = Field(default=10.0, ge=0, alias="relay-grace-seconds")
     batch_size: int = Field(default=500, ge=1, le=10_000, alias="batch-size")
+    # Orders the after-commit listener may queue for the delivery worker; beyond it an
+    # order is left to the relay (its row is committed), so memory stays bounded.
+    handoff_capacity: int = Field(default=10_000, ge=1, le=1_000_000, alias="handoff-capacity")
+    # The delivery worker starts at most one bulk request per interval, so under load each
+    # carries many orders; an order after a quiet spell is sent at once.
+    delivery_linger_seconds: float = Field(
+        default=0.25, ge=0, le=10, alias="delivery-linger-seconds"
+    )
     # Backoff of a row whose delivery failed: initial * 2^(failures-1), capped, jittered.
     retry_initial_seconds: float = Field(default=1.0, gt=0, alias="retry-initial-seconds")
     retry_max_seconds: float = Field(default=300.0, gt=0, alias="retry-max-seconds")
