@@ -1,23 +1,31 @@
 """Bootstrap benchmark: what the playbook costs over the floor of doing it by hand.
 
-Measured in one run, with the image and the artifacts already cached:
+Measured in one run, with the image and the artifacts already cached, for each node
+count given with ``--nodes`` (default 3; ``--nodes 1,3,5`` records the growth curve):
 
 1. cold: fresh containers, then playbooks/site.yml until the cluster is green;
 2. rerun: the idempotent second run of site.yml, against `ansible -m ping` on the same
    hosts (the least any Ansible run over SSH can cost);
-3. floor: fresh containers again, and the same three nodes started by hand from
+3. floor: fresh containers again, and the same nodes started by hand from
    pre-rendered files (docker cp + docker exec, no Ansible), until green.
+
+The lab's apps container is left out: the floor starts engine nodes only, so the
+playbook's side must too. The run takes the lab down at the end (it needs fresh
+containers for every measure).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import subprocess
 import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from clusterforge.artifacts import fetch_engine
@@ -53,10 +61,10 @@ def wait_green(url: str, nodes: int, timeout_s: float = 600) -> None:
     raise SystemExit(f"{url} did not turn green in {timeout_s}s")
 
 
-def fresh_lab(lab: Lab, network: str) -> list[LabNode]:
+def fresh_lab(lab: Lab, network: str, count: int) -> list[LabNode]:
     lab.down()
     image = lab.prepare()
-    nodes = lab.ensure_containers(network, image)
+    nodes, _ = lab.ensure_containers(network, image, count, apps=False)
     lab.write_inventory(nodes, network=network, mode="open")
     return nodes
 
@@ -145,48 +153,90 @@ chgrp -R {cluster.service_user} {cluster.config_dir}; chmod 0770 {cluster.config
     return time.monotonic() - started
 
 
-def record(results: dict[str, float], changed: dict[str, int], network: str) -> str:
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    table = "\n".join(
-        [
-            "| measure | seconds | ratio |",
-            "|---|---|---|",
-            f"| cold bootstrap: site.yml on fresh containers to green | {results['cold']:.1f} "
-            f"| {results['cold'] / results['floor']:.2f}x the floor |",
-            "| floor: same nodes by hand from pre-rendered files to green "
-            f"| {results['floor']:.1f} | 1.00x |",
-            f"| idempotent rerun of site.yml (changed={changed['rerun']}) | {results['rerun']:.1f} "
-            f"| {results['rerun'] / results['ping']:.1f}x ping |",
-            f"| `ansible -m ping` on the same hosts | {results['ping']:.1f} | 1.0x |",
-        ]
-    )
+@dataclass(frozen=True)
+class Measured:
+    """One node count's four measures, in seconds, and the two runs' changed totals."""
+
+    nodes: int
+    cold: float
+    floor: float
+    rerun: float
+    ping: float
+    changed_cold: int
+    changed_rerun: int
+
+
+def measure(lab: Lab, network: str, count: int) -> Measured:
+    say = functools.partial(print, file=sys.stderr)
+    say(f"bench: {count} node(s): cold bootstrap")
+    fresh_lab(lab, network, count)
+    cold, changed_cold = timed_playbook(lab)
+    say(f"bench: {count} node(s): cold {cold:.1f} s; idempotent rerun")
+    rerun, changed_rerun = timed_playbook(lab)
+    ping = min(timed_ping() for _ in range(3))
+    say(f"bench: {count} node(s): rerun {rerun:.1f} s, ping {ping:.1f} s; the floor")
+    floor = start_by_hand(fresh_lab(lab, network, count))
+    say(f"bench: {count} node(s): floor {floor:.1f} s")
+    return Measured(count, cold, floor, rerun, ping, changed_cold, changed_rerun)
+
+
+def record(rows: list[Measured], network: str, load_before: str, load_after: str) -> str:
+    lines = [
+        "| nodes | cold bootstrap s | floor s | cold / floor | rerun s (changed) "
+        "| ping s | rerun / ping |",
+        "|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    lines += [
+        f"| {row.nodes} | {row.cold:.1f} | {row.floor:.1f} | {row.cold / row.floor:.2f}x "
+        f"| {row.rerun:.1f} (changed={row.changed_rerun}) | {row.ping:.1f} "
+        f"| {row.rerun / row.ping:.1f}x |"
+        for row in rows
+    ]
     return (
-        f"Run `bench/bootstrap/run` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-        f"2 cores, 24 GiB; network {network}; load average before the run "
-        f"{' '.join(load)}; image and artifacts cached).\n\n{table}\n"
+        f"Run `bench/bootstrap/run --nodes {','.join(str(row.nodes) for row in rows)}` "
+        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
+        f"network {network}; security mode open; image and artifacts cached; load average "
+        f"(1, 5, 15 min) {load_before} before and {load_after} after, as /proc/loadavg "
+        "read them).\n\n"
+        "cold bootstrap: site.yml on fresh containers to green. floor: the same nodes by "
+        "hand from pre-rendered files to green (no Ansible). rerun: the idempotent second "
+        "site.yml. ping: `ansible -m ping` on the same hosts, the best of 3.\n\n"
+        + "\n".join(lines)
+        + "\n"
     )
+
+
+def parse_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(count < 1 or count > 9 for count in counts):
+        raise argparse.ArgumentTypeError(
+            f"--nodes {text!r}: give node counts from 1 to 9, comma-separated (e.g. 1,3,5)"
+        )
+    return counts
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
+    parser.add_argument(
+        "--nodes",
+        type=parse_counts,
+        default=[3],
+        help="node counts to measure, comma-separated (default 3; 1,3,5 for the curve)",
+    )
     args = parser.parse_args()
     network, _ = choose_network(None)
     lab = Lab(repo=REPO, lab_dir=LAB_DIR)
-    load_before = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"bench: load average before: {' '.join(load_before)}", file=sys.stderr)
-    results: dict[str, float] = {}
-    changed: dict[str, int] = {}
-
-    fresh_lab(lab, network)
-    results["cold"], changed["cold"] = timed_playbook(lab)
-    results["rerun"], changed["rerun"] = timed_playbook(lab)
-    results["ping"] = min(timed_ping() for _ in range(3))
-    nodes = fresh_lab(lab, network)
-    results["floor"] = start_by_hand(nodes)
+    load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    print(f"bench: load average before: {load_before}", file=sys.stderr)
+    rows = [measure(lab, network, count) for count in args.nodes]
     lab.down()
+    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
-    summary = record(results, changed, network)
+    summary = record(rows, network, load_before, load_after)
     print(summary)
     if not args.no_record:
         path = REPO / "bench" / "RESULTS.md"
