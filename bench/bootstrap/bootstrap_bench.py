@@ -75,10 +75,20 @@ def timed_playbook(lab: Lab) -> tuple[float, int]:
     return time.monotonic() - started, changed
 
 
-def timed_ping() -> float:
-    started = time.monotonic()
+def timed_ping(strategy: str | None = None) -> float:
+    """`ansible -m ping` on the lab's nodes; ``strategy`` overrides ansible.cfg's."""
     ansible = str(REPO / ".venv/bin/ansible")
-    sh(ansible, "-i", str(LAB_DIR), "opensearch", "-m", "ansible.builtin.ping")
+    env = {**os.environ, "ANSIBLE_STRATEGY": strategy} if strategy else None
+    started = time.monotonic()
+    result = subprocess.run(
+        [ansible, "-i", str(LAB_DIR), "opensearch", "-m", "ansible.builtin.ping"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"ansible -m ping failed: {result.stdout[-800:]}{result.stderr[-800:]}")
     return time.monotonic() - started
 
 
@@ -162,6 +172,7 @@ class Measured:
     floor: float
     rerun: float
     ping: float
+    ping_linear: float
     changed_cold: int
     changed_rerun: int
 
@@ -173,23 +184,29 @@ def measure(lab: Lab, network: str, count: int) -> Measured:
     cold, changed_cold = timed_playbook(lab)
     say(f"bench: {count} node(s): cold {cold:.1f} s; idempotent rerun")
     rerun, changed_rerun = timed_playbook(lab)
+    # Mitogen (ansible.cfg's strategy) pays a start-up of its own, so a ping with it costs
+    # more than a plain one: both are recorded, and the rerun is held against the faster.
     ping = min(timed_ping() for _ in range(3))
-    say(f"bench: {count} node(s): rerun {rerun:.1f} s, ping {ping:.1f} s; the floor")
+    ping_linear = min(timed_ping("linear") for _ in range(3))
+    say(
+        f"bench: {count} node(s): rerun {rerun:.1f} s, ping {ping:.1f} s "
+        f"(linear {ping_linear:.1f} s); the floor"
+    )
     floor = start_by_hand(fresh_lab(lab, network, count))
     say(f"bench: {count} node(s): floor {floor:.1f} s")
-    return Measured(count, cold, floor, rerun, ping, changed_cold, changed_rerun)
+    return Measured(count, cold, floor, rerun, ping, ping_linear, changed_cold, changed_rerun)
 
 
 def record(rows: list[Measured], network: str, load_before: str, load_after: str) -> str:
     lines = [
         "| nodes | cold bootstrap s | floor s | cold / floor | rerun s (changed) "
-        "| ping s | rerun / ping |",
-        "|---:|---:|---:|---:|---|---:|---:|",
+        "| ping s (default strategy / linear) | rerun / faster ping |",
+        "|---:|---:|---:|---:|---|---|---:|",
     ]
     lines += [
         f"| {row.nodes} | {row.cold:.1f} | {row.floor:.1f} | {row.cold / row.floor:.2f}x "
-        f"| {row.rerun:.1f} (changed={row.changed_rerun}) | {row.ping:.1f} "
-        f"| {row.rerun / row.ping:.1f}x |"
+        f"| {row.rerun:.1f} (changed={row.changed_rerun}) | {row.ping:.1f} / {row.ping_linear:.1f} "
+        f"| {row.rerun / min(row.ping, row.ping_linear):.1f}x |"
         for row in rows
     ]
     return (
@@ -200,9 +217,9 @@ def record(rows: list[Measured], network: str, load_before: str, load_after: str
         "read them).\n\n"
         "cold bootstrap: site.yml on fresh containers to green. floor: the same nodes by "
         "hand from pre-rendered files to green (no Ansible). rerun: the idempotent second "
-        "site.yml. ping: `ansible -m ping` on the same hosts, the best of 3.\n\n"
-        + "\n".join(lines)
-        + "\n"
+        "site.yml. ping: `ansible -m ping` on the same hosts, the best of 3, with the "
+        "checkout's strategy (Mitogen unless ANSIBLE_STRATEGY says otherwise) and with "
+        "`linear`.\n\n" + "\n".join(lines) + "\n"
     )
 
 
