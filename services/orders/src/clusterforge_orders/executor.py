@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,15 +97,9 @@ class ThreadPoolTaskExecutor:
         self.await_termination_seconds = await_termination_seconds
 
         self._lock = threading.Lock()
+        self._work_available = threading.Condition(self._lock)
         self._worker_exited = threading.Condition(self._lock)
-        # The hand-off channel. queue.SimpleQueue is implemented in C: put() wakes a
-        # blocked get() without the Python-level Condition machinery (a lock allocated
-        # per wait, a waiter list, three lock round trips per task) that made each task
-        # cost about 17 us of interpreter time; two tasks per order made that measurable.
-        # Tasks are put while holding _lock, so the channel's order is the order of
-        # admission and the shutdown wake-ups land behind every admitted task.
-        self._channel: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
-        self._queued = 0  # admitted tasks not yet taken by a thread (the "queue")
+        self._queue: deque[Task] = deque()
         self._workers: set[threading.Thread] = set()
         self._idle_workers = 0
         self._active_tasks = 0
@@ -126,11 +120,11 @@ class ThreadPoolTaskExecutor:
                 self._start_worker(task)
                 return
             if self._queue_has_room():
-                self._queued += 1
-                self._channel.put(task)
+                self._queue.append(task)
                 if not self._workers:
                     # Only reachable with core_pool_size 0: someone must drain the queue.
                     self._start_worker(None)
+                self._work_available.notify()
                 return
             if len(self._workers) < self.max_pool_size:
                 self._start_worker(task)
@@ -138,18 +132,17 @@ class ThreadPoolTaskExecutor:
             self._rejected_tasks += 1
             raise TaskRejectedError(
                 f"{self.name} is saturated ({len(self._workers)} threads busy, "
-                f"{self._queued} tasks queued)",
+                f"{len(self._queue)} tasks queued)",
                 executor=self.name,
             )
 
     def _queue_has_room(self) -> bool:
         if self.queue_capacity == 0:
             # Java's SynchronousQueue: a hand-off succeeds only to a thread already waiting.
-            return self._idle_workers > self._queued
-        return self._queued < self.queue_capacity
+            return self._idle_workers > len(self._queue)
+        return len(self._queue) < self.queue_capacity
 
     def _start_worker(self, first_task: Task | None) -> None:
-        """Start a thread; called with the lock. It counts as running ``first_task``."""
         thread = threading.Thread(
             target=self._work,
             args=(first_task,),
@@ -157,8 +150,6 @@ class ThreadPoolTaskExecutor:
             daemon=True,
         )
         self._workers.add(thread)
-        if first_task is not None:
-            self._active_tasks += 1
         thread.start()
 
     # -- workers -------------------------------------------------------------------------
@@ -169,49 +160,37 @@ class ThreadPoolTaskExecutor:
             while True:
                 if task is not None:
                     self._run(task)
-                task = self._next_task()
-                if task is None:
-                    return
+                with self._lock:
+                    task = self._next_task()
+                    if task is None:
+                        return
         finally:
             with self._lock:
                 self._workers.discard(threading.current_thread())
                 self._worker_exited.notify_all()
 
     def _next_task(self) -> Task | None:
-        """Wait for a task and count it as running; None tells the calling worker to exit.
-
-        Called after the previous task's accounting, without the lock.
-        """
+        """Wait for a task; None tells the calling worker to exit. Called with the lock."""
         while True:
-            with self._lock:
-                if self._shut_down and not self._queued:
-                    return None
-                surplus = len(self._workers) > self.core_pool_size
-                self._idle_workers += 1
+            if self._queue:
+                return self._queue.popleft()
+            if self._shut_down:
+                return None
+            surplus = len(self._workers) > self.core_pool_size
+            self._idle_workers += 1
             try:
                 if surplus:
-                    task = self._channel.get(timeout=self.keep_alive_seconds)
-                else:
-                    task = self._channel.get()
-            except queue.Empty:
-                with self._lock:
-                    self._idle_workers -= 1
-                    if not self._queued and len(self._workers) > self.core_pool_size:
-                        # Leave the set under the same lock as the decision, so execute()
-                        # never counts on a thread that is already on its way out.
-                        self._workers.discard(threading.current_thread())
+                    woken = self._work_available.wait(self.keep_alive_seconds)
+                    if not woken and not self._queue and len(self._workers) > self.core_pool_size:
                         return None
-                continue
-            with self._lock:
+                else:
+                    self._work_available.wait()
+            finally:
                 self._idle_workers -= 1
-                if task is None:
-                    continue  # a shutdown wake-up: every admitted task was ahead of it
-                self._queued -= 1
-                self._active_tasks += 1
-            return task
 
     def _run(self, task: Task) -> None:
-        """Run a task already counted as active (by execute() or _next_task())."""
+        with self._lock:
+            self._active_tasks += 1
         try:
             task()
         except Exception:
@@ -230,7 +209,7 @@ class ThreadPoolTaskExecutor:
             return ExecutorStats(
                 pool_size=len(self._workers),
                 active_threads=self._active_tasks,
-                queue_size=self._queued,
+                queue_size=len(self._queue),
                 completed_tasks=self._completed_tasks,
                 rejected_tasks=self._rejected_tasks,
             )
@@ -249,18 +228,15 @@ class ThreadPoolTaskExecutor:
         started = time.monotonic()
         deadline = started + limit
         with self._lock:
-            if not self._shut_down:
-                self._shut_down = True
-                # One wake-up per thread, behind every admitted task: a waiting thread
-                # takes it, finds the queue empty and exits.
-                for _ in range(len(self._workers)):
-                    self._channel.put(None)
+            self._shut_down = True
+            self._work_available.notify_all()
             while self._workers:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._worker_exited.wait(remaining)
-            abandoned = self._drop_queued()
+            abandoned = len(self._queue)
+            self._queue.clear()
             terminated = not self._workers
         waited = time.monotonic() - started
         if terminated:
@@ -276,16 +252,3 @@ class ThreadPoolTaskExecutor:
         return ShutdownReport(
             terminated=terminated, abandoned_tasks=abandoned, waited_seconds=waited
         )
-
-    def _drop_queued(self) -> int:
-        """Empty the queue at the shutdown limit; the tasks dropped. Called with the lock."""
-        dropped = 0
-        while True:
-            try:
-                task = self._channel.get_nowait()
-            except queue.Empty:
-                break
-            if task is not None:
-                dropped += 1
-        self._queued = 0
-        return dropped
