@@ -382,7 +382,12 @@ def run_scenario(
         undelivered_after_drain = undelivered_at_stop
         drain_seconds = 0.0
         drain_started = time.monotonic()
-        while undelivered_after_drain and time.monotonic() - drain_started < args.drain:
+        # Without a target nothing can drain the outbox: waiting would only add --drain s.
+        while (
+            target is not None
+            and undelivered_after_drain
+            and time.monotonic() - drain_started < args.drain
+        ):
             time.sleep(0.5)
             undelivered_after_drain = _metric_or_none(
                 httpx.get(f"{base_url}/metrics", timeout=10).text, "orders_outbox_undelivered"

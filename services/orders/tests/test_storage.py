@@ -14,6 +14,8 @@ from sqlalchemy import inspect, select, text
 from clusterforge_orders import ConfigurationError, Database
 from clusterforge_orders.storage import (
     ALEMBIC_VERSION_TABLE,
+    PreparedInsert,
+    order_audit_log_table,
     order_sync_outbox_table,
     orders_table,
 )
@@ -55,6 +57,51 @@ def test_amounts_round_trip_exactly(database_url: str, amount: str) -> None:
         assert isinstance(stored, Decimal)
         assert stored == Decimal(amount)
         assert stored.as_tuple() == Decimal(amount).as_tuple(), "same digits and scale"
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize("amount", ["1", "1.00", "19.99", "1E+5", "12345678901234567.89"])
+def test_prepared_insert_stores_what_execute_stores(database_url: str, amount: str) -> None:
+    """The audit and outbox rows' fast path writes the same bytes as Connection.execute."""
+    columns = ("order_id", "user_id", "product_name", "amount", "create_time", "recorded_at")
+    moment = datetime(2026, 11, 23, 7, 0, 0)
+    recorded = datetime(2026, 11, 23, 7, 0, 0, 123456)
+    database = Database(url=database_url)
+    try:
+        database.migrate()
+        with database.engine.begin() as connection:
+            values = ("x", "用户", "机械键盘", Decimal(amount), moment, recorded)
+            connection.execute(
+                order_audit_log_table.insert(),
+                dict(zip(columns, ("by-execute", *values[1:]), strict=True)),
+            )
+            PreparedInsert(order_audit_log_table, columns).execute(
+                connection, ("by-prepared", *values[1:])
+            )
+            PreparedInsert(
+                order_sync_outbox_table, ("order_id", "created_at", "attempts", "next_attempt_at")
+            ).execute(connection, ("by-prepared", recorded, 0, moment))
+        with database.engine.connect() as connection:
+            # As text: the stored representation, not what the types make of it.
+            rows = connection.execute(
+                text(
+                    "SELECT order_id, user_id, product_name, CAST(amount AS TEXT),"
+                    " CAST(create_time AS TEXT), CAST(recorded_at AS TEXT)"
+                    " FROM order_audit_log ORDER BY order_id"
+                )
+            ).all()
+            outbox = connection.execute(select(order_sync_outbox_table)).one()
+            typed = connection.execute(
+                select(order_audit_log_table.c.amount, order_audit_log_table.c.create_time)
+            ).all()
+        assert tuple(rows[0][1:]) == tuple(rows[1][1:])
+        assert [row[0] for row in rows] == ["by-execute", "by-prepared"]
+        # Same value on both paths; PostgreSQL's NUMERIC writes 1E+5 as 100000 on both.
+        assert typed[0].amount.as_tuple() == typed[1].amount.as_tuple()
+        assert all(row.amount == Decimal(amount) for row in typed)
+        assert all(row.create_time == moment for row in typed)
+        assert tuple(outbox) == ("by-prepared", recorded, 0, moment, None, None)
     finally:
         database.dispose()
 

@@ -64,6 +64,8 @@ class EventBus:
         self._executor = executor
         self._metrics = metrics
         self._registrations: list[ListenerRegistration] = []
+        # listeners_for() per event type, computed once: publish() runs on every order.
+        self._by_type: dict[type[object], tuple[ListenerRegistration, ...]] = {}
 
     def subscribe(
         self,
@@ -91,6 +93,7 @@ class EventBus:
         )
         self._registrations.append(registration)
         self._registrations.sort(key=lambda item: (item.priority, item.sequence))
+        self._by_type.clear()
         self._metrics.register_listener(name)
         return registration
 
@@ -101,7 +104,10 @@ class EventBus:
         event_type = type(event)
         self._metrics.event_published(event_type.__name__)
         transaction = current_transaction()
-        for registration in self.listeners_for(event_type):
+        registrations = self._by_type.get(event_type)
+        if registrations is None:
+            registrations = self._by_type[event_type] = tuple(self.listeners_for(event_type))
+        for registration in registrations:
             if registration.phase is TransactionPhase.AFTER_COMMIT:
                 if transaction is not None:
                     transaction.register_after_commit(

@@ -12,16 +12,18 @@ from .models import OrderCreatedEvent, format_create_time
 from .outbox import Outbox
 from .senders import NotificationSender
 from .settings import ListenersSettings
-from .storage import order_audit_log_table
+from .storage import PreparedInsert, order_audit_log_table
 from .transactions import TransactionManager
 
 AUDIT_LOG_LISTENER = "audit-log"
 NOTIFICATION_LISTENER = "notification"
 AFTER_COMMIT_SYNC_LISTENER = "after-commit-sync"
 
-# Built once: a statement with parameters passed at execution reuses SQLAlchemy's
-# compiled form, where .values(...) per call costs more than the insert itself.
-_INSERT_AUDIT_RECORD = order_audit_log_table.insert()
+# Compiled once and run as driver SQL: the audit row is on every order's path.
+_INSERT_AUDIT_RECORD = PreparedInsert(
+    order_audit_log_table,
+    ("order_id", "user_id", "product_name", "amount", "create_time", "recorded_at"),
+)
 
 
 class AuditLogListener:
@@ -36,16 +38,16 @@ class AuditLogListener:
 
     def __call__(self, event: OrderCreatedEvent) -> None:
         with self._transactions.begin() as transaction:
-            transaction.connection.execute(
-                _INSERT_AUDIT_RECORD,
-                {
-                    "order_id": event.order_id,
-                    "user_id": event.user_id,
-                    "product_name": event.product_name,
-                    "amount": event.amount,
-                    "create_time": event.create_time,
-                    "recorded_at": datetime.now(),
-                },
+            _INSERT_AUDIT_RECORD.execute(
+                transaction.connection,
+                (
+                    event.order_id,
+                    event.user_id,
+                    event.product_name,
+                    event.amount,
+                    event.create_time,
+                    datetime.now(),
+                ),
             )
 
 

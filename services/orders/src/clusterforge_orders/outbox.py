@@ -33,12 +33,16 @@ from .metrics import OrderMetrics
 from .models import OrderCreatedEvent, decimal_to_json_number, format_create_time
 from .settings import OutboxSettings
 from .sinks import DeliverySink, OrderDocument, backoff_seconds
-from .storage import Database, order_sync_outbox_table, orders_table
+from .storage import Database, PreparedInsert, order_sync_outbox_table, orders_table
 from .transactions import TransactionManager
 
 logger = logging.getLogger(__name__)
 
-_INSERT_ROW = order_sync_outbox_table.insert()
+# On every order's path, in its transaction: compiled once, run as driver SQL.
+# delivered_at and last_error start NULL (the columns' default).
+_INSERT_ROW = PreparedInsert(
+    order_sync_outbox_table, ("order_id", "created_at", "attempts", "next_attempt_at")
+)
 # The one row of an order, while it is still undelivered: every per-row update below
 # narrows to it, so a row delivered meanwhile (by the listener or the relay) is left alone.
 _UPDATE_UNDELIVERED_ROW = update(order_sync_outbox_table).where(
@@ -89,21 +93,11 @@ class Outbox:
         self._metrics = metrics
         self.sink = sink
         self.worker: DeliveryWorker | None = None
+        self._relay_grace = timedelta(seconds=settings.relay_grace_seconds)
 
     def add(self, connection: Connection, *, order_id: str, created_at: datetime) -> None:
         """Queue ``order_id``; call with the connection of the order's transaction."""
-        connection.execute(
-            _INSERT_ROW,
-            {
-                "order_id": order_id,
-                "created_at": created_at,
-                "attempts": 0,
-                "next_attempt_at": created_at
-                + timedelta(seconds=self._settings.relay_grace_seconds),
-                "delivered_at": None,
-                "last_error": None,
-            },
-        )
+        _INSERT_ROW.execute(connection, (order_id, created_at, 0, created_at + self._relay_grace))
 
     def deliver_event(self, event: OrderCreatedEvent) -> None:
         """The after-commit listener's work: hand the order to the delivery worker.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from importlib import resources
 from typing import Any
@@ -22,6 +22,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Column,
+    Connection,
     DateTime,
     Dialect,
     Engine,
@@ -104,6 +105,55 @@ order_sync_outbox_table = Table(
     Column("delivered_at", DateTime, nullable=True),
     Column("last_error", Text, nullable=True),
 )
+
+
+class PreparedInsert:
+    """An INSERT of fixed columns, compiled once per dialect and run as driver SQL.
+
+    ``Connection.execute(table.insert(), {...})`` costs about 70 us of interpreter time
+    per row even with SQLAlchemy's statement cache (cache key, parameter dictionary,
+    execution context, result object); measured on the order path, that made the audit
+    and outbox rows a third of the listeners' cost. This compiles the statement once,
+    keeps the column types' bind processors (``ExactDecimal`` and SQLite's ``DateTime``
+    text, exactly as ``execute`` would apply them) and runs it with
+    ``Connection.exec_driver_sql``: same transaction, same SQL, same error wrapping, same
+    values in the database.
+    """
+
+    def __init__(self, table: Table, columns: Sequence[str]) -> None:
+        self._table = table
+        self._columns = tuple(columns)
+        self._compiled: dict[
+            Dialect, tuple[str, bool, tuple[Callable[[Any], Any] | None, ...]]
+        ] = {}
+
+    def _prepare(
+        self, dialect: Dialect
+    ) -> tuple[str, bool, tuple[Callable[[Any], Any] | None, ...]]:
+        compiled = self._table.insert().compile(dialect=dialect, column_keys=list(self._columns))
+        if dialect.positional and list(compiled.positiontup or ()) != list(self._columns):
+            raise RuntimeError(f"unexpected parameter order in {compiled.string!r}")
+        processors = tuple(
+            self._table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+            for name in self._columns
+        )
+        prepared = (compiled.string, dialect.positional, processors)
+        self._compiled[dialect] = prepared
+        return prepared
+
+    def execute(self, connection: Connection, values: Sequence[Any]) -> None:
+        """Insert one row; ``values`` in the order of ``columns``."""
+        dialect = connection.dialect
+        prepared = self._compiled.get(dialect) or self._prepare(dialect)
+        sql, positional, processors = prepared
+        row = tuple(
+            value if processor is None else processor(value)
+            for value, processor in zip(values, processors, strict=True)
+        )
+        if positional:
+            connection.exec_driver_sql(sql, row)
+        else:
+            connection.exec_driver_sql(sql, dict(zip(self._columns, row, strict=True)))
 
 
 def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
