@@ -21,7 +21,8 @@ from clusterforge_orders.storage import (
     order_sync_outbox_table,
     orders_table,
 )
-from orders_testing import RecordingSink, make_settings, wait_until
+from clusterforge_orders.transactions import current_transaction
+from orders_testing import RecordingSender, RecordingSink, make_settings, wait_until
 
 pytestmark = pytest.mark.usefixtures("database_url")
 
@@ -201,3 +202,76 @@ def test_duplicate_listener_names_are_refused(database_url: str, open_runtime) -
     runtime = open_runtime(make_settings(database_url))
     with pytest.raises(ValueError, match="audit-log"):
         runtime.bus.subscribe(OrderCreatedEvent, lambda event: None, name="audit-log")
+
+
+def test_async_listener_is_handed_over_once_the_transaction_has_ended(
+    database_url: str, open_runtime
+) -> None:  # type: ignore[no-untyped-def]
+    """Not while the transaction (and SQLite's writer lock) is held; before create returns."""
+    runtime = open_runtime(make_settings(database_url))
+    recorder = Recorder()
+    runtime.bus.subscribe(
+        OrderCreatedEvent, recorder.listener("async"), name="async", asynchronous=True
+    )
+    writer_lock = runtime.database._writer_lock
+    submitted: list[tuple[bool, bool, int]] = []
+    execute = runtime.executor.execute
+
+    def watching_execute(task):  # type: ignore[no-untyped-def]
+        locked = getattr(writer_lock, "locked", lambda: False)()
+        submitted.append((current_transaction() is None, locked, _count(runtime, orders_table)))
+        execute(task)
+
+    runtime.executor.execute = watching_execute
+    runtime.service.create_order(
+        OrderCreateRequest(user_id="u", product_name="p", amount=Decimal(3))
+    )
+    # This listener, the notification and the after-commit sync: all after the commit.
+    assert submitted == [(True, False, 1)] * 3
+    wait_until(lambda: [name for name, _ in recorder.calls] == ["async"])
+    assert recorder.calls[0][1].startswith("event-task-")
+
+
+def test_async_listener_runs_when_the_transaction_rolls_back(
+    database_url: str, open_runtime
+) -> None:  # type: ignore[no-untyped-def]
+    """Like Spring's plain @Async @EventListener: the outcome does not matter."""
+    sender = RecordingSender()
+    runtime = open_runtime(make_settings(database_url), sender=sender)
+    recorder = Recorder()
+    runtime.bus.subscribe(
+        OrderCreatedEvent, recorder.listener("early"), name="early", asynchronous=True
+    )
+    runtime.bus.subscribe(
+        OrderCreatedEvent, recorder.listener("broken", fail=True), name="broken", priority=5
+    )
+    with pytest.raises(SynchronousListenerError):
+        runtime.service.create_order(
+            OrderCreateRequest(user_id="u", product_name="p", amount=Decimal(3))
+        )
+    runtime.executor.shutdown(timeout_seconds=5)
+    assert sorted(name for name, _ in recorder.calls) == ["broken", "early"]
+    assert len(sender.texts) == 1, "the notification ran for the rolled-back order"
+    assert _count(runtime, orders_table) == 0
+    assert _count(runtime, order_audit_log_table) == 0
+
+    # Rolled back by the publisher itself, after publish returned.
+    plain_sender = RecordingSender()
+    plain = open_runtime(make_settings(database_url), sender=plain_sender)
+    with pytest.raises(RuntimeError, match="abort"), plain.transactions.begin():
+        plain.bus.publish(_event())
+        assert plain_sender.texts == [], "not handed over inside the transaction"
+        raise RuntimeError("abort")
+    plain.executor.shutdown(timeout_seconds=5)
+    assert len(plain_sender.texts) == 1
+    assert _count(plain, order_audit_log_table) == 0
+
+
+def test_async_listener_without_transaction_is_handed_over_at_once(
+    database_url: str, open_runtime
+) -> None:  # type: ignore[no-untyped-def]
+    sender = RecordingSender()
+    runtime = open_runtime(make_settings(database_url), sender=sender)
+    runtime.bus.publish(_event("ORD-" + "3" * 32))
+    wait_until(lambda: len(sender.texts) == 1)
+    assert "ORD-" + "3" * 32 in sender.texts[0]

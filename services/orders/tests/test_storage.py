@@ -181,3 +181,32 @@ def test_upgrade_to_0002_queues_every_existing_order(database_url: str) -> None:
         assert row.attempts == 0
     finally:
         database.dispose()
+
+
+@pytest.mark.parametrize("amount", ["1", "19.99", "1E+5", "12345678901234567.89"])
+def test_prepared_order_insert_stores_what_execute_stores(database_url: str, amount: str) -> None:
+    """The order row's fast path (OrderService) writes the same bytes as Connection.execute."""
+    columns = ("order_id", "user_id", "product_name", "amount", "create_time")
+    values = ("用户", "机械键盘", Decimal(amount), datetime(2026, 11, 23, 7, 0, 0))
+    database = Database(url=database_url)
+    try:
+        database.migrate()
+        with database.engine.begin() as connection:
+            connection.execute(
+                orders_table.insert(), dict(zip(columns, ("by-execute", *values), strict=True))
+            )
+            PreparedInsert(orders_table, columns).execute(connection, ("by-prepared", *values))
+        with database.engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT order_id, user_id, product_name, CAST(amount AS TEXT),"
+                    " CAST(create_time AS TEXT) FROM orders ORDER BY order_id"
+                )
+            ).all()
+            typed = connection.execute(select(orders_table).order_by(orders_table.c.order_id)).all()
+        assert [row[0] for row in rows] == ["by-execute", "by-prepared"]
+        assert tuple(rows[0][1:]) == tuple(rows[1][1:])
+        assert typed[0].amount.as_tuple() == typed[1].amount.as_tuple()
+        assert tuple(typed[1][1:]) == values
+    finally:
+        database.dispose()

@@ -10,7 +10,12 @@ Ordering and failure, as :meth:`EventBus.publish` applies them:
 - An asynchronous listener is handed to the executor (``eventTaskExecutor``) and
   ``publish`` goes on. If it raises on the pool thread, the failure is logged and
   counted, and nobody else sees it. If the executor rejects it, the rejection is logged
-  and counted, and ``publish`` goes on.
+  and counted, and ``publish`` goes on. When a transaction is current, the hand-off
+  waits until that transaction ends, committed or rolled back (it runs either way, as
+  Spring's plain ``@Async @EventListener`` does), before the publishing operation
+  returns: a pool thread woken while the transaction holds SQLite's writer lock would
+  only compete for the interpreter with the thread holding it, stretching the time
+  every other writer waits.
 - A listener with phase AFTER_COMMIT is not called during ``publish`` when a transaction
   is current: it is registered with that transaction and dispatched (synchronously or
   asynchronously, as subscribed) once it commits, in priority order. On rollback it is
@@ -120,6 +125,11 @@ class EventBus:
                     logger.debug(
                         "skipped %s for %s: no transaction", registration.name, event_type.__name__
                     )
+                continue
+            if registration.asynchronous and transaction is not None:
+                transaction.register_after_completion(
+                    functools.partial(self._submit, registration, event)
+                )
                 continue
             self._dispatch(registration, event)
 

@@ -13,11 +13,14 @@ from .models import (
     new_order_id,
 )
 from .outbox import Outbox
-from .storage import orders_table
+from .storage import PreparedInsert, orders_table
 from .transactions import TransactionManager
 
-# Built once; parameters go to execute() so SQLAlchemy reuses the compiled statement.
-_INSERT_ORDER = orders_table.insert()
+# Compiled once and run as driver SQL, like the audit and outbox rows: it runs under
+# SQLite's writer lock on every order, so its interpreter time is every writer's wait.
+_INSERT_ORDER = PreparedInsert(
+    orders_table, ("order_id", "user_id", "product_name", "amount", "create_time")
+)
 
 
 class OrderService:
@@ -55,15 +58,15 @@ class OrderService:
                 amount=request.amount,
                 create_time=datetime.now().replace(microsecond=0),
             )
-            transaction.connection.execute(
-                _INSERT_ORDER,
-                {
-                    "order_id": response.order_id,
-                    "user_id": response.user_id,
-                    "product_name": response.product_name,
-                    "amount": response.amount,
-                    "create_time": response.create_time,
-                },
+            _INSERT_ORDER.execute(
+                transaction.connection,
+                (
+                    response.order_id,
+                    response.user_id,
+                    response.product_name,
+                    response.amount,
+                    response.create_time,
+                ),
             )
             if self._outbox is not None:
                 # In the order's transaction: the order and its sync record commit or

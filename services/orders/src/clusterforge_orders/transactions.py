@@ -5,6 +5,12 @@ transaction is the *current* one for the code running in that thread (a context
 variable), which lets the event bus defer AFTER_COMMIT listeners until the commit and
 lets the synchronous audit listener write in the same transaction. A nested ``begin``
 joins the current transaction, like Spring's ``REQUIRED`` propagation.
+
+The bus also defers the *hand-off* of its plain asynchronous listeners to the end of the
+transaction's scope (:meth:`TransactionContext.register_after_completion`): they run
+whether it commits or rolls back, as Spring's ``@Async @EventListener`` does, but their
+executor thread is not woken while the transaction still holds SQLite's writer lock,
+where it would only compete for the interpreter with the thread that holds the lock.
 """
 
 from __future__ import annotations
@@ -28,19 +34,32 @@ class TransactionContext:
 
     def __init__(self, *, connection: Connection) -> None:
         self.connection = connection
-        self._after_commit: list[AfterCommitCallback] = []
+        # (callback, commit only), in registration order: the bus registers in listener
+        # priority order, and both kinds run in that one order once the scope ends.
+        self._deferred: list[tuple[AfterCommitCallback, bool]] = []
 
     def register_after_commit(self, callback: AfterCommitCallback) -> None:
         """Run ``callback`` once the transaction has committed; never if it rolls back."""
-        self._after_commit.append(callback)
+        self._deferred.append((callback, True))
 
-    def _run_after_commit(self) -> None:
-        for callback in self._after_commit:
+    def register_after_completion(self, callback: AfterCommitCallback) -> None:
+        """Run ``callback`` once the transaction has ended, committed or rolled back.
+
+        It runs after the connection and the writer slot are released, in the thread
+        that opened the transaction, before ``begin`` returns or re-raises.
+        """
+        self._deferred.append((callback, False))
+
+    def _run_deferred(self, *, committed: bool) -> None:
+        for callback, commit_only in self._deferred:
+            if commit_only and not committed:
+                continue
             try:
                 callback()
             except Exception:
-                # The data is committed: failing the caller now would report a lie.
-                logger.exception("after-commit callback failed")
+                # After a commit, failing the caller now would report a lie; after a
+                # rollback, the caller gets the error that caused it, not this one.
+                logger.exception("callback at the end of a transaction failed")
 
 
 _current_transaction: ContextVar[TransactionContext | None] = ContextVar(
@@ -62,18 +81,26 @@ class TransactionManager:
         """Open a transaction, or join the current one.
 
         The outermost block commits when it exits normally and rolls back when an
-        exception leaves it; after a commit it runs the registered after-commit callbacks,
-        outside the transaction.
+        exception leaves it. Then, outside the transaction and the writer slot, it runs
+        the registered callbacks in registration order: the after-completion ones always,
+        the after-commit ones only after a commit.
         """
         joined = current_transaction()
         if joined is not None:
             yield joined
             return
-        with self._database.writer_slot(), self._database.engine.begin() as connection:
-            transaction = TransactionContext(connection=connection)
-            token = _current_transaction.set(transaction)
-            try:
-                yield transaction
-            finally:
-                _current_transaction.reset(token)
-        transaction._run_after_commit()
+        transaction: TransactionContext | None = None
+        try:
+            with self._database.writer_slot(), self._database.engine.begin() as connection:
+                transaction = TransactionContext(connection=connection)
+                token = _current_transaction.set(transaction)
+                try:
+                    yield transaction
+                finally:
+                    _current_transaction.reset(token)
+        except BaseException:
+            if transaction is not None:
+                transaction._run_deferred(committed=False)
+            raise
+        if transaction is not None:  # always: the with block ran and did not raise
+            transaction._run_deferred(committed=True)
