@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from clusterforge import artifacts
 from clusterforge.artifacts import fetch_engine
 from clusterforge.errors import ArtifactError
 from clusterforge.model import Distribution
@@ -84,3 +87,29 @@ def test_a_local_file_is_copied_into_the_cache_and_checked(tmp_path: Path) -> No
     assert fetched.path.read_bytes() == archive.read_bytes()
     with pytest.raises(ArtifactError, match="not a file"):
         fetch_engine(Distribution(source="file", version="2.19.3", path=str(tmp_path / "none")))
+
+
+def test_concurrent_fetches_of_one_archive_download_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two molecule scenarios run their plans at the same time and share the cache.
+    archive = stand_in_tarball(tmp_path)
+    distribution = Distribution(
+        source="tarball", version=VERSION, url=archive.as_uri(), sha512=sha512(archive)
+    )
+    downloads: list[str] = []
+    real_download = artifacts._download
+
+    def slow_download(url: str, destination: Path) -> None:
+        downloads.append(url)
+        time.sleep(0.2)  # long enough for every other thread to reach the cache
+        real_download(url, destination)
+
+    monkeypatch.setattr(artifacts, "_download", slow_download)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: fetch_engine(distribution), range(4)))
+    assert downloads == [archive.as_uri()]
+    assert sorted(result.fetched for result in results) == [False, False, False, True]
+    assert {result.path for result in results} == {results[0].path}
+    assert results[0].path.read_bytes() == archive.read_bytes()
+    assert [path.name for path in (tmp_path / "cache").iterdir()] == [results[0].path.name]

@@ -8,16 +8,23 @@ Hosts never download anything: the roles copy archives from this cache. Three so
 - ``tarball``: the official release tarball from a URL, checked against its sha512 (given
   in the inventory, or read from the ``.sha512`` file published beside it).
 - ``file``: an archive already on the control node.
+
+Several plays may fill the cache at once (two molecule scenarios in parallel, or an
+operator's second terminal): every fetch or build holds the cache's lock while it looks
+and writes, so the second one waits and then finds the first one's file.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +41,21 @@ def cache_dir() -> Path:
     base = Path(configured) if configured else Path.home() / ".cache/clusterforge/artifacts"
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+@contextmanager
+def cache_lock() -> Iterator[None]:
+    """Hold the cache's lock (``flock`` on the cache directory itself) until the block ends.
+
+    Taken before looking for a target, so a run that waited finds the file the other run
+    wrote instead of fetching or building it a second time. The directory is its own lock,
+    so no lock file is left among the archives."""
+    descriptor = os.open(cache_dir(), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,13 @@ def fetch_maven_artifact(coordinates: str, version: str, packaging: str) -> Fetc
     """Fetch ``group:artifact`` at ``version`` with mvn into the cache, once."""
     group, artifact = coordinates.split(":")
     target = cache_dir() / f"{group}.{artifact}-{version}.{packaging}"
+    with cache_lock():
+        return _fetch_maven_artifact_locked(group, artifact, version, packaging, target)
+
+
+def _fetch_maven_artifact_locked(
+    group: str, artifact: str, version: str, packaging: str, target: Path
+) -> FetchedArtifact:
     if target.exists():
         return FetchedArtifact(target, fetched=False)
     if shutil.which("mvn") is None:
@@ -121,6 +150,11 @@ def _verify(path: Path, expected_sha512: str, origin: str) -> None:
 def fetch_url(url: str, sha512: str | None, target: Path) -> FetchedArtifact:
     """Download ``url`` into ``target`` once, verified against ``sha512`` (or the published
     ``<url>.sha512``); a failed or corrupt download leaves nothing behind."""
+    with cache_lock():
+        return _fetch_url_locked(url, sha512, target)
+
+
+def _fetch_url_locked(url: str, sha512: str | None, target: Path) -> FetchedArtifact:
     if target.exists():
         return FetchedArtifact(target, fetched=False)
     expected = sha512 or _published_sha512(url)
@@ -147,6 +181,11 @@ def fetch_engine(distribution: Distribution) -> FetchedArtifact:
         if not distribution.url:
             raise ArtifactError("opensearch_distribution_url is empty; set the tarball's URL")
         return fetch_url(distribution.url, distribution.sha512, target)
+    with cache_lock():
+        return _copy_engine_file_locked(distribution, target)
+
+
+def _copy_engine_file_locked(distribution: Distribution, target: Path) -> FetchedArtifact:
     if target.exists():
         return FetchedArtifact(target, fetched=False)
     partial = target.with_suffix(target.suffix + ".partial")

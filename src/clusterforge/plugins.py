@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from clusterforge.artifacts import (
     FetchedArtifact,
     cache_dir,
+    cache_lock,
     fetch_maven_artifact,
     fetch_url,
 )
@@ -146,12 +148,29 @@ def build_plugin(project: Path, *, engine_version: str, lucene_version: str) -> 
             f"{project} has no pom.xml; point the plugin's path at its Maven project"
         )
     target = cache_dir() / f"plugin-{project.name}-{engine_version}-{_source_digest(project)}.zip"
-    if target.exists():
-        return FetchedArtifact(target, fetched=False)
-    if shutil.which("mvn") is None:
-        raise ArtifactError(
-            f"building {project.name} needs Maven (mvn); install it on the control node"
-        )
+    with cache_lock():
+        if target.exists():
+            return FetchedArtifact(target, fetched=False)
+        if shutil.which("mvn") is None:
+            raise ArtifactError(
+                f"building {project.name} needs Maven (mvn); install it on the control node"
+            )
+        # Built in a scratch copy: Maven writes target/ where the pom is, and the checkout's
+        # target/ may be in use by another build (the Java tests, a second play).
+        with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=f".build-{project.name}-") as work:
+            staged = Path(work) / project.name
+            staged.mkdir()
+            shutil.copy2(project / "pom.xml", staged / "pom.xml")
+            shutil.copytree(project / "src", staged / "src")
+            built = _run_maven_package(staged, engine_version, lucene_version)
+            partial = target.with_suffix(".partial")
+            shutil.copyfile(built, partial)
+            partial.replace(target)
+    return FetchedArtifact(target, fetched=True)
+
+
+def _run_maven_package(project: Path, engine_version: str, lucene_version: str) -> Path:
+    """``mvn package`` of the plugin at ``project`` for one engine version: the zip."""
     command = [
         "mvn",
         "--batch-mode",
@@ -162,7 +181,6 @@ def build_plugin(project: Path, *, engine_version: str, lucene_version: str) -> 
         f"-Dlucene.version={lucene_version}",
         "-f",
         str(project / "pom.xml"),
-        "clean",
         "package",
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
@@ -172,10 +190,7 @@ def build_plugin(project: Path, *, engine_version: str, lucene_version: str) -> 
         raise ArtifactError(
             f"building {project.name} for OpenSearch {engine_version} failed:\n{output}"
         )
-    partial = target.with_suffix(".partial")
-    shutil.copyfile(built[0], partial)
-    partial.replace(target)
-    return FetchedArtifact(target, fetched=True)
+    return built[0]
 
 
 def fetch_plugin(
