@@ -97,6 +97,20 @@ def test_bad_heap_sizes_are_refused(heap: str, fragment: str) -> None:
     assert problem.startswith(f"opensearch_heap_size {heap!r}") and fragment in problem
 
 
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        ("XX:TieredStopAtLevel=1", "starting with '-'"),
+        ("-XX:+UseG1GC -XX:+AlwaysPreTouch", "one JVM flag"),
+        ("-Xmx2g", "set opensearch_heap_size instead"),
+        ("-XX:MaxHeapSize=2g", "set opensearch_heap_size instead"),
+    ],
+)
+def test_bad_jvm_options_are_refused(option: str, fragment: str) -> None:
+    [problem] = problems_of(three_nodes(opensearch_jvm_options=["-XX:+UseG1GC", option]))
+    assert problem.startswith(f"opensearch_jvm_options item {option!r}") and fragment in problem
+
+
 def test_heap_units() -> None:
     assert heap_megabytes("512m") == 512
     assert heap_megabytes("31g") == 31 * 1024

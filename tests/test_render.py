@@ -77,6 +77,19 @@ def test_heap_is_fixed_and_unit_has_the_limits() -> None:
     assert "Environment=OPENSEARCH_JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64" in unit
 
 
+def test_jvm_options_follow_the_heap_lines_and_none_leave_the_file_as_it_was() -> None:
+    plain = build_cluster(nodes())
+    plain_heap = render_node_files(plain, plain.nodes[0])["heap.options"]
+    # The default adds nothing: a toolkit upgrade must not restart every node.
+    assert "opensearch_jvm_options" not in plain_heap
+    assert plain_heap.endswith("/hs_err_pid%p.log\n")
+    tuned = build_cluster(nodes(opensearch_jvm_options=["-XX:TieredStopAtLevel=1", "-Dx.y=z"]))
+    tuned_heap = render_node_files(tuned, tuned.nodes[0])["heap.options"]
+    assert tuned_heap == plain_heap + (
+        "# opensearch_jvm_options\n-XX:TieredStopAtLevel=1\n-Dx.y=z\n"
+    )
+
+
 def test_the_tarball_uses_its_bundled_jdk() -> None:
     cluster = build_cluster(nodes(opensearch_distribution_source="tarball"))
     unit = render_node_files(cluster, cluster.nodes[0])["opensearch.service"]

@@ -156,6 +156,7 @@ class Cluster:
     distribution: Distribution
     security_mode: str
     heap_size: str
+    jvm_options: tuple[str, ...]
     http_port: int
     transport_port: int
     install_root: str
@@ -271,6 +272,30 @@ def _cluster_value(
         )
     first = nodes_vars[0][1] if nodes_vars else {}
     return first.get(key, defaults.get(key))
+
+
+# The heap has a variable of its own; a second -Xms/-Xmx would silently win or lose.
+_HEAP_FLAGS = ("-Xms", "-Xmx", "-XX:MaxHeapSize", "-XX:InitialHeapSize")
+
+
+def _check_jvm_options(raw: Any, problems: _Problems) -> tuple[str, ...]:
+    options: list[str] = []
+    for option in raw or []:
+        text = str(option)
+        # One line of jvm.options.d holds one flag: whitespace would join two in one item.
+        if not text.startswith("-") or any(character.isspace() for character in text):
+            problems.error(
+                f"opensearch_jvm_options item {text!r} is not one JVM flag; write one flag "
+                "per item, starting with '-', e.g. -XX:TieredStopAtLevel=1"
+            )
+        elif text.startswith(_HEAP_FLAGS):
+            problems.error(
+                f"opensearch_jvm_options item {text!r} sets the heap; remove it and set "
+                "opensearch_heap_size instead"
+            )
+        else:
+            options.append(text)
+    return tuple(options)
 
 
 def _check_heap(heap: Any, problems: _Problems) -> None:
@@ -450,6 +475,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     security_mode = str(value("opensearch_security_mode"))
     heap_size = str(value("opensearch_heap_size"))
     _check_heap(heap_size, problems)
+    jvm_options = _check_jvm_options(value("opensearch_jvm_options"), problems)
     http_port = as_int(value("opensearch_http_port")) or 0
     transport_port = as_int(value("opensearch_transport_port")) or 0
     if http_port == transport_port:
@@ -517,6 +543,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         distribution=distribution,
         security_mode=security_mode,
         heap_size=heap_size,
+        jvm_options=jvm_options,
         http_port=http_port,
         transport_port=transport_port,
         install_root=str(value("opensearch_install_root")),
