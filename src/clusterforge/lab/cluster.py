@@ -288,6 +288,9 @@ class Lab:
         self, network: str, image_tag: str, count: int = NODE_COUNT, *, apps: bool = True
     ) -> tuple[list[LabNode], LabNode | None]:
         """Start what is missing; return the nodes and the apps container (if wanted)."""
+        # Before any container: each mounts the public key, and a bind mount of a missing
+        # file makes docker create a directory in its place (sshd then refuses the key).
+        self._ensure_ssh_key()
         nodes = self._planned_nodes(network, count)
         apps_node = self._planned_apps(network) if apps else None
         if (
