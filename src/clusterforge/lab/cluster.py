@@ -574,7 +574,6 @@ class Lab:
         chosen, reason = choose_network(network)
         say(f"network mode {chosen}: {reason}")
         image_tag = self.prepare()
-        self._ensure_ssh_key()
         existing = self.existing_node_count()
         # Shrinking keeps the extra nodes running until the playbook has drained them.
         nodes, apps_node = self.ensure_containers(
