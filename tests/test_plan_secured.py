@@ -13,7 +13,7 @@ from clusterforge.cluster_security import render_cluster_security
 from clusterforge.errors import InventoryError
 from clusterforge.hashing import verify_password
 from clusterforge.model import build_cluster
-from clusterforge.plan import build_plan
+from clusterforge.plan import PLAN_SECTIONS, build_plan, with_observed
 from nodes_dn_matcher import admits
 
 PASSWORDS = {
@@ -179,3 +179,30 @@ def test_the_default_pki_dir_is_hidden_from_ansibles_inventory_loader(tmp_path: 
 
     nodes = secured_nodes(tmp_path, opensearch_pki_dir="")
     assert resolve_pki_dir(build_cluster(nodes), Path("/inventory")) == Path("/inventory/.pki")
+
+
+def test_the_second_plan_step_decides_only_the_rollout_and_keeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    """playbooks/plan.yml's second call (with_observed) gives the plan one full call with
+    the same observations gives, while reusing the first call's files and hashes."""
+    nodes = secured_nodes(tmp_path)
+    observed = {
+        name: {
+            "active": True,
+            "version": "2.19.4",
+            "formed": True,
+            "security_mode": "tls",
+            "cluster_manager": "os-2",
+        }
+        for name, _ in nodes
+    }
+    build_plan(nodes, fetch=False)  # issues the certificates; the calls below reuse them
+    first = build_plan(nodes, fetch=False)
+    # A registered result carries Ansible's own keys beside the plan's sections.
+    registered = {**first, "changed": False, "failed": False, "_ansible_no_log": True}
+    second = with_observed(registered, nodes, observed)
+    assert set(second) == set(PLAN_SECTIONS) == set(first)
+    assert second == build_plan(nodes, fetch=False, observed=observed)
+    assert second["rollout"] != first["rollout"]
+    assert second["rollout"]["restart_order"][-1] == "os-2"

@@ -32,7 +32,7 @@ from ansible.plugins.action import ActionBase
 from clusterforge.cli import select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError
 from clusterforge.model import plain_data
-from clusterforge.plan import build_plan
+from clusterforge.plan import build_plan, with_observed
 from clusterforge.services_plan import SERVICES
 
 # Plugins built from this project's folders (source: build) are found relative to the
@@ -42,7 +42,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset({"group", "console_group", "observed"})
+    _VALID_ARGS = frozenset({"group", "console_group", "observed", "planned"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -53,6 +53,18 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         hostvars = task_vars.get("hostvars", {})
         first = hostvars[hosts[0]] if hosts else {}
         inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
+        planned = self._task.args.get("planned")
+        if planned:
+            try:
+                plan = with_observed(
+                    plain_data(planned),
+                    [(host, self._model_vars(hostvars[host])) for host in hosts],
+                    plain_data(self._task.args.get("observed") or {}),
+                )
+            except ClusterforgeError as error:
+                raise AnsibleActionFail(str(error)) from None
+            result.update(changed=False, _ansible_no_log=True, **plan)
+            return result
         try:
             plan = build_plan(
                 [(host, self._model_vars(hostvars[host])) for host in hosts],

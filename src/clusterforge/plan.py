@@ -307,6 +307,23 @@ def _consoles_unfetched(
     }
 
 
+# The top-level sections of a plan (build_plan's keys): what with_observed keeps of a
+# registered result, which also carries Ansible's own keys (changed, failed, ...).
+PLAN_SECTIONS = (
+    "cluster",
+    "model_warnings",
+    "artifacts",
+    "security",
+    "orders_search",
+    "consoles",
+    "rollout",
+    "removal",
+    "services",
+    "snapshots",
+    "nodes",
+)
+
+
 def build_plan(
     nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
     *,
@@ -381,6 +398,27 @@ def build_plan(
             }
             for node in cluster.nodes
         },
+    }
+
+
+def with_observed(
+    plan: Mapping[str, Any],
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    observed: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    """``plan`` (a :func:`build_plan` result) with its rollout and removal decided again
+    from what the nodes report; everything else is kept as it was planned.
+
+    playbooks/plan.yml plans before it looks at the nodes (the look needs the plan's
+    paths and URLs) and decides the rollout after. Only the rollout and the removal read
+    ``observed``, so the second step rebuilds the model and nothing else: the rest of a
+    plan costs seconds (a bcrypt check per security user), and no fact moves back.
+    """
+    cluster = build_cluster(nodes_vars)
+    return {
+        **{section: plan[section] for section in PLAN_SECTIONS},
+        "rollout": plan_rollout(cluster, observed),
+        "removal": plan_removal(cluster, observed),
     }
 
 
