@@ -11,6 +11,8 @@
   opensearch_dashboards.yml from its planned settings.
 - ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
   rolling play (clusterforge.plan.restart_reasons); empty when it does not.
+- ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
+  ``{name: content}`` mapping as entries of the clusterforge_files module.
 - ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
   settings a running node must restart for (clusterforge.plan.settings_needing_restart);
   empty when only start-only settings such as discovery.seed_hosts changed.
@@ -70,6 +72,30 @@ def clusterforge_restart_reasons(
     return restart_reasons(plan, str(host), list(changes))
 
 
+def clusterforge_file_entries(
+    files: Mapping[str, str],
+    directory: str,
+    *,
+    owner: str,
+    group: str,
+    mode: str,
+    secret: bool = False,
+) -> list[dict[str, Any]]:
+    """``{name: content}`` as the ``files`` entries of the clusterforge_files module, each
+    placed in ``directory`` with the same owner, group and mode."""
+    return [
+        {
+            "path": f"{directory.rstrip('/')}/{name}",
+            "content": str(content),
+            "owner": owner,
+            "group": group,
+            "mode": mode,
+            "secret": secret,
+        }
+        for name, content in files.items()
+    ]
+
+
 def clusterforge_settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
     """What makes a changed opensearch.yml a restart (clusterforge.plan)."""
     return settings_needing_restart(None if old_text is None else str(old_text), str(new_text))
@@ -85,5 +111,6 @@ class FilterModule:
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
             "clusterforge_restart_reasons": clusterforge_restart_reasons,
+            "clusterforge_file_entries": clusterforge_file_entries,
             "clusterforge_settings_needing_restart": clusterforge_settings_needing_restart,
         }

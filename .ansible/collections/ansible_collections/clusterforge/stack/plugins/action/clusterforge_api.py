@@ -1,0 +1,114 @@
+"""Action plugin: the one way the playbooks call a host's HTTP API.
+
+Every call to the cluster (and the console's status) goes through here, so the CA, the
+API user and its password are chosen in one place, from the plan, instead of being
+repeated in every ``uri`` task. It runs ``ansible.builtin.uri`` on the host.
+
+Reads (GET, HEAD) run in check mode too: they change nothing, and the decisions of a
+preview (what runs, who is the cluster manager) need their answers. Writes are skipped
+in check mode and reported as changes.
+
+Arguments:
+  path: the path on this node's cluster URL (``/_cluster/health``), or
+  url: a full URL (for a host outside the plan's nodes, such as a console).
+  method, body, status_code, timeout: as for ansible.builtin.uri (JSON bodies).
+  auth: ``admin`` (default; the admin user in secured modes, nobody in open mode),
+    ``cert`` (the admin client certificate on the node in tls mode, the only identity the
+    cluster accepts before its security index exists; the admin user in basic mode, where
+    the init node loads that index itself), ``none``, or ``user`` with
+    ``username`` and ``password`` given.
+The plan is read from the ``__clusterforge_plan`` variable (playbooks/plan.yml), the
+admin password from ``opensearch_security_passwords``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+PLAN_VARIABLE = "__clusterforge_plan"
+PASSWORDS_VARIABLE = "opensearch_security_passwords"
+READ_METHODS = frozenset({"GET", "HEAD"})
+DEFAULT_TIMEOUT_S = 30
+
+
+class ActionModule(ActionBase):  # type: ignore[misc]
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(
+        {"path", "url", "method", "body", "status_code", "timeout", "auth", "username", "password"}
+    )
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        method = str(args.get("method", "GET")).upper()
+        module_args = self._uri_args(args, method, task_vars)
+        if self._task.check_mode and method not in READ_METHODS:
+            result.update(changed=True, skipped=True, msg=f"check mode: {method} not sent")
+            return result
+        saved_check_mode = self._task.check_mode
+        try:
+            # A read changes nothing; let it run in a preview as well.
+            self._task.check_mode = False
+            result.update(
+                self._execute_module(
+                    module_name="ansible.builtin.uri", module_args=module_args, task_vars=task_vars
+                )
+            )
+        finally:
+            self._task.check_mode = saved_check_mode
+        if method in READ_METHODS:
+            result["changed"] = False
+        return result
+
+    def _uri_args(self, args: Any, method: str, task_vars: dict[str, Any]) -> dict[str, Any]:
+        plan = task_vars.get(PLAN_VARIABLE) or {}
+        cluster = plan.get("cluster") or {}
+        pki = cluster.get("pki") or {}
+        on_node = pki.get("on_node") or {}
+        if "url" in args:
+            url = str(args["url"])
+        elif "path" in args:
+            host = task_vars.get("inventory_hostname")
+            node = (plan.get("nodes") or {}).get(host)
+            if node is None:
+                raise AnsibleActionFail(
+                    f"{host} is not a node of the plan; give clusterforge_api a full url"
+                )
+            url = str(node["url"]) + str(args["path"])
+        else:
+            raise AnsibleActionFail("clusterforge_api needs path or url")
+        module_args: dict[str, Any] = {
+            "url": url,
+            "method": method,
+            "timeout": int(args.get("timeout", DEFAULT_TIMEOUT_S)),
+            "status_code": args.get("status_code", [200]),
+        }
+        if "body" in args:
+            module_args.update(body=args["body"], body_format="json")
+        if cluster.get("security_mode") == "tls" and on_node.get("ca_cert"):
+            module_args["ca_path"] = on_node["ca_cert"]
+        auth = str(args.get("auth", "admin"))
+        if auth == "cert" and cluster.get("security_mode") == "tls":
+            module_args.update(client_cert=on_node["admin_cert"], client_key=on_node["admin_key"])
+        elif auth in ("admin", "cert") and cluster.get("secured"):
+            passwords = self._templar.template(task_vars.get(PASSWORDS_VARIABLE) or {})
+            module_args.update(
+                url_username="admin",
+                url_password=str(passwords.get("admin", "")),
+                force_basic_auth=True,
+            )
+        elif auth == "user":
+            module_args.update(
+                url_username=str(args["username"]),
+                url_password=str(args["password"]),
+                force_basic_auth=True,
+            )
+        elif auth not in ("admin", "cert", "none"):
+            raise AnsibleActionFail(
+                f"clusterforge_api auth {auth!r}: use admin, cert, none or user"
+            )
+        return module_args

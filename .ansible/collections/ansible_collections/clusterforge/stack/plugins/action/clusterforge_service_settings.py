@@ -1,0 +1,106 @@
+"""Action plugin: one host's settings of one service, validated by the service's own model.
+
+Arguments:
+  service: ``user_directory`` or ``order_service``.
+Runs on the control node (no connection to the host) through
+:func:`clusterforge.services_plan.plan_services`, with the host's ``<service>_*``
+variables as the task sees them (inventory, then role defaults), templated. Fails,
+naming every variable at fault, when the service would refuse its settings. Returns
+``file_name``, ``public`` (the settings, secrets replaced by a mark), ``arguments`` (the
+unit's command-line options) and ``content`` (the settings file, secrets included); the
+result is marked no_log, so the content is never printed, while a failure's message,
+which holds no secret, still is. Run it before any task that changes the host, with
+``any_errors_fatal: true``, so one bad host stops every host.
+
+For the order service it also decides delivery into the inventory's cluster (the
+``opensearch`` group) exactly as the plan does (clusterforge.orders_search), so a run of
+playbooks/services.yml alone writes what site.yml planned, and returns ``orders_search``:
+its public part (enabled, URLs, user name, the CA bundle to copy; never the password).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from clusterforge.cli import select_model_vars, select_service_vars
+from clusterforge.errors import ClusterforgeError
+from clusterforge.model import build_cluster, plain_data
+from clusterforge.orders_search import DISABLED, OrdersSearch, plan_for_cluster
+from clusterforge.services_plan import SERVICES, plan_services, service_hosts_variables
+
+CLUSTER_GROUP = "opensearch"
+# The order_service role's defaults are read from the collection this action belongs to
+# (as the plan action finds its project), not from wherever the package is installed.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ActionModule(ActionBase):  # type: ignore[misc]
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset({"service"})
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        service = self._task.args.get("service")
+        if service not in SERVICES:
+            raise AnsibleActionFail(
+                f"clusterforge_service_settings: service is {service!r}; set it to one of "
+                f"{', '.join(sorted(SERVICES))}"
+            )
+        host = str(task_vars.get("inventory_hostname"))
+        prefix = f"{service}_"
+        # Role defaults are in task_vars here, so a variable the inventory leaves out gets
+        # the value the role would use.
+        variables = {
+            name: self._templar.template(value)
+            for name, value in task_vars.items()
+            if name.startswith(prefix)
+        }
+        try:
+            search = self._orders_search(task_vars) if service == "order_service" else None
+            planned = plan_services(
+                {service: [host]},
+                {host: variables},
+                defaults={service: {}},
+                orders_search=search,
+            )[host][service]
+        except ClusterforgeError as error:
+            raise AnsibleActionFail(str(error)) from None
+        result.update(planned.as_dict(with_secrets=True))
+        if service == "order_service":
+            result["orders_search"] = search.public() if search else dict(DISABLED)
+        result["changed"] = False
+        result["_ansible_no_log"] = True
+        return result
+
+    def _orders_search(self, task_vars: dict[str, Any]) -> OrdersSearch | None:
+        """Delivery as the plan decides it, from the cluster's and the services' variables."""
+        groups = task_vars.get("groups", {})
+        hostvars = task_vars.get("hostvars", {})
+        nodes = list(groups.get(CLUSTER_GROUP, []))
+        cluster = None
+        inventory_dir = Path(task_vars.get("inventory_dir") or Path.cwd())
+        if nodes:
+            inventory_dir = Path(hostvars[nodes[0]].get("inventory_dir") or inventory_dir)
+            cluster = build_cluster([(node, self._model_vars(hostvars[node])) for node in nodes])
+        service_hosts = [
+            (name, self._templated(select_service_vars(hostvars[name])))
+            for name in groups.get("order_service", [])
+        ]
+        return plan_for_cluster(
+            cluster,
+            service_hosts_variables("order_service", service_hosts, checkout=PROJECT_ROOT),
+            inventory_dir=inventory_dir,
+        )
+
+    def _model_vars(self, host_vars: Any) -> dict[str, Any]:
+        """The variables the model reads from one host, templated (as the plan action does)."""
+        wanted = select_model_vars({key: None for key in host_vars})
+        return {key: self._templar.template(host_vars[key]) for key in wanted}
+
+    def _templated(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return {key: plain_data(self._templar.template(value)) for key, value in variables.items()}

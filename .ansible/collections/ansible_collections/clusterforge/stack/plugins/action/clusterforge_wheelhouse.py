@@ -1,0 +1,67 @@
+"""Action plugin: build one service's wheelhouse on the control node, once per key.
+
+Arguments:
+  service: ``user_directory`` or ``order_service`` (clusterforge.services_plan.SERVICES):
+    builds that service's project (``services/userdir``, ``services/orders`` in the
+    checkout this plugin belongs to) with the extras its hosts need.
+  project_root: another project folder to build instead (tests; the default comes from
+    ``service``).
+Returns ``path`` (the wheelhouse directory in the control node's cache), ``key`` (hashes
+that service's ``pyproject.toml`` and ``src/`` only), ``digest`` (hosts record it to know
+what they installed), ``distribution``, ``extras``, ``project_wheel``, ``requirement``
+(what hosts pass to pip: the wheel with its extras), ``project_version``,
+``python_version`` and ``machine`` (of the interpreter that built the wheels; hosts must
+match both), and ``wheels``; changed only when it was built now.
+Run it with ``run_once: true`` and ``delegate_to: localhost``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from clusterforge.errors import ClusterforgeError
+from clusterforge.services_plan import SERVICES
+from clusterforge.wheelhouse import build_wheelhouse
+
+DEFAULT_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+class ActionModule(ActionBase):  # type: ignore[misc]
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset({"service", "project_root"})
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        service = self._task.args.get("service")
+        if service not in SERVICES:
+            raise AnsibleActionFail(
+                f"clusterforge_wheelhouse: service is {service!r}; set it to one of "
+                f"{', '.join(sorted(SERVICES))}"
+            )
+        definition = SERVICES[service]
+        project_root = Path(
+            self._task.args.get("project_root") or definition.project_root(DEFAULT_CHECKOUT)
+        )
+        try:
+            wheelhouse = build_wheelhouse(project_root, extras=definition.extras)
+        except ClusterforgeError as error:
+            raise AnsibleActionFail(str(error)) from None
+        result.update(
+            changed=wheelhouse.built,
+            path=str(wheelhouse.path),
+            key=wheelhouse.key,
+            digest=wheelhouse.digest,
+            distribution=wheelhouse.distribution,
+            extras=list(wheelhouse.extras),
+            project_wheel=wheelhouse.project_wheel,
+            requirement=wheelhouse.requirement,
+            project_version=wheelhouse.project_version,
+            python_version=wheelhouse.python_version,
+            machine=wheelhouse.machine,
+            wheels=list(wheelhouse.wheels),
+        )
+        return result

@@ -1,0 +1,116 @@
+"""Filters that let the roles ask the library instead of recomputing in Jinja.
+
+- ``clusterforge_changed_types(digests, marker_text)``: the security config types whose
+  digest differs from the marker recorded at the last load (all of them without one).
+- ``clusterforge_descriptor_version(text)``: the version a plugin descriptor names.
+- ``clusterforge_plugin_changes(wanted, installed, remove_unlisted)``: what a node must
+  install and remove.
+- ``clusterforge_merge_users(rendered, current)``: the rendered internal_users.yml plus the
+  users the cluster has that the inventory does not manage (created through the REST API).
+- ``clusterforge_console_config(settings, backend_password)``: the console's
+  opensearch_dashboards.yml from its planned settings.
+- ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
+  rolling play (clusterforge.plan.restart_reasons); empty when it does not.
+- ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
+  ``{name: content}`` mapping as entries of the clusterforge_files module.
+- ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
+  settings a running node must restart for (clusterforge.plan.settings_needing_restart);
+  empty when only start-only settings such as discovery.seed_hosts changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from clusterforge.console import render_console_config
+from clusterforge.plan import restart_reasons, settings_needing_restart
+from clusterforge.plugins import parse_descriptor, plan_plugin_changes
+from clusterforge.security_config import (
+    SECURITY_CONFIG_TYPES,
+    changed_config_types,
+    merge_unmanaged_users,
+    parse_digest_marker,
+)
+
+
+def clusterforge_changed_types(digests: Mapping[str, str], marker_text: str | None) -> list[str]:
+    return changed_config_types(parse_digest_marker(marker_text), dict(digests))
+
+
+def clusterforge_merge_users(rendered: str, current: str) -> str:
+    return merge_unmanaged_users(str(rendered), str(current)).text
+
+
+def clusterforge_config_file(config_type: str) -> str:
+    """The file name of a securityadmin config type (internalusers -> internal_users.yml)."""
+    by_type = {kind: name for name, kind in SECURITY_CONFIG_TYPES.items()}
+    return by_type[config_type]
+
+
+def clusterforge_descriptor_version(text: str) -> str:
+    """The ``version`` of a plugin-descriptor.properties text ('' when it has none)."""
+    return parse_descriptor(str(text)).version
+
+
+def clusterforge_plugin_changes(
+    wanted: list[dict[str, Any]], installed: dict[str, str], remove_unlisted: bool = False
+) -> dict[str, list[Any]]:
+    """What a node must install and remove (clusterforge.plugins.plan_plugin_changes)."""
+    return plan_plugin_changes(list(wanted), dict(installed), remove_unlisted=remove_unlisted)
+
+
+def clusterforge_console_config(settings: dict[str, Any], backend_password: str | None) -> str:
+    """The console's opensearch_dashboards.yml (clusterforge.console.render_console_config)."""
+    return render_console_config(settings, backend_password)
+
+
+def clusterforge_restart_reasons(
+    plan: Mapping[str, Any], host: str, changes: list[Mapping[str, Any]]
+) -> list[str]:
+    """Why ``host`` restarts in the rolling play (clusterforge.plan.restart_reasons)."""
+    return restart_reasons(plan, str(host), list(changes))
+
+
+def clusterforge_file_entries(
+    files: Mapping[str, str],
+    directory: str,
+    *,
+    owner: str,
+    group: str,
+    mode: str,
+    secret: bool = False,
+) -> list[dict[str, Any]]:
+    """``{name: content}`` as the ``files`` entries of the clusterforge_files module, each
+    placed in ``directory`` with the same owner, group and mode."""
+    return [
+        {
+            "path": f"{directory.rstrip('/')}/{name}",
+            "content": str(content),
+            "owner": owner,
+            "group": group,
+            "mode": mode,
+            "secret": secret,
+        }
+        for name, content in files.items()
+    ]
+
+
+def clusterforge_settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
+    """What makes a changed opensearch.yml a restart (clusterforge.plan)."""
+    return settings_needing_restart(None if old_text is None else str(old_text), str(new_text))
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "clusterforge_changed_types": clusterforge_changed_types,
+            "clusterforge_merge_users": clusterforge_merge_users,
+            "clusterforge_config_file": clusterforge_config_file,
+            "clusterforge_descriptor_version": clusterforge_descriptor_version,
+            "clusterforge_plugin_changes": clusterforge_plugin_changes,
+            "clusterforge_console_config": clusterforge_console_config,
+            "clusterforge_restart_reasons": clusterforge_restart_reasons,
+            "clusterforge_file_entries": clusterforge_file_entries,
+            "clusterforge_settings_needing_restart": clusterforge_settings_needing_restart,
+        }

@@ -1,0 +1,323 @@
+"""Module: place a role's whole set of planned files on a host in one task.
+
+A rerun used to cost one task per file, directory and marker, and each task costs the
+controller about as much as the work it does (issue 14). This module takes every
+directory, file, link and removal a step needs, compares each with what the host has,
+changes only what differs, and reports which paths changed. What to write is decided by
+the plan on the control node; this module decides nothing, it only places.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: clusterforge_files
+short_description: Place a planned set of directories, files and links in one task
+description:
+  - Compares every entry with the host and changes only what differs (content, owner,
+    group, mode, link target), writing files atomically (a temporary file in the same
+    directory, then a rename).
+  - Check mode reports what would change and changes nothing; with C(--diff) the content
+    changes of files not marked C(secret) are shown, headed by their paths.
+options:
+  directories:
+    description: Directories to create or fix (C(path), C(owner), C(group), C(mode)).
+    type: list
+    elements: dict
+    default: []
+  files:
+    description:
+      - Files to place (C(path), C(owner), C(group), C(mode), and C(content) or
+        C(seed_from)).
+      - C(seed_from) names a file on the host that is copied only while C(path) does not
+        exist; its owner, group and mode are enforced every run.
+      - C(secret) (default false) keeps the content out of the diff.
+    type: list
+    elements: dict
+    default: []
+  attributes:
+    description: Owner, group and mode for paths made by something else; a missing path
+      is left alone (C(path), C(owner), C(group), C(mode)).
+    type: list
+    elements: dict
+    default: []
+  links:
+    description: Symbolic links (C(path), C(target)), switched to a new target in one
+      rename so a reader never finds the link missing.
+    type: list
+    elements: dict
+    default: []
+  prune:
+    description: Directory entries to remove (C(dir), C(pattern), a glob), keeping every
+      target that a link of C(links) had before this task or has after it.
+    type: list
+    elements: dict
+    default: []
+  absent:
+    description: Paths to remove.
+    type: list
+    elements: str
+    default: []
+  read:
+    description: Paths whose content before this task is returned in C(before) (null
+      when missing). Only for files that hold no secret.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Place the node's files
+  clusterforge.stack.clusterforge_files:
+    directories:
+      - {path: /etc/opensearch, owner: root, group: opensearch, mode: "0750"}
+    files:
+      - {path: /etc/opensearch/opensearch.yml, content: "{{ rendered }}", owner: root,
+         group: opensearch, mode: "0640"}
+    read: [/etc/opensearch/opensearch.yml]
+  register: placed
+"""
+
+RETURN = r"""
+changed_paths:
+  description: Every path this task changed (or would change, in check mode), in order.
+  type: list
+  elements: str
+before:
+  description: The content each path of C(read) had before this task, or null.
+  type: dict
+"""
+
+import fnmatch
+import grp
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _ids(module: AnsibleModule, entry: dict[str, Any]) -> tuple[int, int] | None:
+    """uid and gid of the entry's owner and group; None when a name does not exist yet
+    (possible only in check mode, before the task that creates the user has run)."""
+    try:
+        uid = pwd.getpwnam(str(entry.get("owner") or "root")).pw_uid
+        gid = grp.getgrnam(str(entry.get("group") or "root")).gr_gid
+    except KeyError as error:
+        if module.check_mode:
+            return None
+        module.fail_json(msg=f"{entry['path']}: no such user or group on this host: {error}")
+    return uid, gid
+
+
+def _mode(entry: dict[str, Any]) -> int:
+    return int(str(entry["mode"]), 8)
+
+
+def _attributes_differ(module: AnsibleModule, path: str, entry: dict[str, Any]) -> bool:
+    ids = _ids(module, entry)
+    if ids is None:
+        return True
+    info = os.lstat(path)
+    return (info.st_uid, info.st_gid) != ids or stat.S_IMODE(info.st_mode) != _mode(entry)
+
+
+def _apply_attributes(module: AnsibleModule, path: str, entry: dict[str, Any]) -> None:
+    ids = _ids(module, entry)
+    if ids is not None:
+        os.chown(path, *ids)
+    os.chmod(path, _mode(entry))
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _write_atomically(module: AnsibleModule, path: str, data: bytes, entry: dict[str, Any]) -> None:
+    handle, scratch = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".clusterforge-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        _apply_attributes(module, scratch, entry)
+        os.replace(scratch, path)
+    except BaseException:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+        raise
+
+
+class Placement:
+    """One run of the module: what differs, applied unless in check mode."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.check = module.check_mode
+        self.changed_paths: list[str] = []
+        self.diffs: list[dict[str, str]] = []
+
+    def changed(self, path: str) -> None:
+        if path not in self.changed_paths:
+            self.changed_paths.append(path)
+
+    def directory(self, entry: dict[str, Any]) -> None:
+        path = str(entry["path"])
+        if not os.path.isdir(path):
+            self.changed(path)
+            if not self.check:
+                os.makedirs(path, exist_ok=True)
+                _apply_attributes(self.module, path, entry)
+        elif _attributes_differ(self.module, path, entry):
+            self.changed(path)
+            if not self.check:
+                _apply_attributes(self.module, path, entry)
+
+    def file(self, entry: dict[str, Any]) -> None:
+        path = str(entry["path"])
+        current = _read(path)
+        wanted: bytes | None
+        if entry.get("seed_from"):
+            if current is not None:
+                self.attributes(entry)
+                return
+            wanted = _read(str(entry["seed_from"]))
+            if wanted is None:
+                if self.check:  # the step that brings the seed has not run in a preview
+                    self.changed(path)
+                    return
+                self.module.fail_json(
+                    msg=f"{path}: the file to seed it from is missing: {entry['seed_from']}"
+                )
+                return
+        else:
+            wanted = str(entry["content"]).encode("utf-8")
+        if current == wanted:
+            self.attributes(entry)
+            return
+        self.changed(path)
+        if self.module._diff and not entry.get("secret"):
+            self.diffs.append(
+                {
+                    "before_header": path,
+                    "after_header": path,
+                    "before": (current or b"").decode("utf-8", "replace"),
+                    "after": wanted.decode("utf-8", "replace"),
+                }
+            )
+        if not self.check:
+            if not os.path.isdir(os.path.dirname(path)):
+                self.module.fail_json(
+                    msg=f"{path}: its directory does not exist; list it in directories"
+                )
+            _write_atomically(self.module, path, wanted, entry)
+
+    def attributes(self, entry: dict[str, Any]) -> None:
+        path = str(entry["path"])
+        if os.path.lexists(path) and _attributes_differ(self.module, path, entry):
+            self.changed(path)
+            if not self.check:
+                _apply_attributes(self.module, path, entry)
+
+    def link(self, entry: dict[str, Any]) -> None:
+        path, target = str(entry["path"]), str(entry["target"])
+        if os.path.islink(path) and os.readlink(path) == target:
+            return
+        self.changed(path)
+        if not self.check:
+            scratch = os.path.join(os.path.dirname(path), f".clusterforge-link-{os.getpid()}")
+            if os.path.lexists(scratch):
+                os.unlink(scratch)
+            os.symlink(target, scratch)
+            os.replace(scratch, path)
+
+    def prune(self, entry: dict[str, Any], keep: set[str]) -> None:
+        directory = str(entry["dir"])
+        if not os.path.isdir(directory):
+            return
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if not fnmatch.fnmatch(name, str(entry["pattern"])) or os.path.normpath(path) in keep:
+                continue
+            self.absent(path)
+
+    def absent(self, path: str) -> None:
+        if not os.path.lexists(path):
+            return
+        self.changed(path)
+        if not self.check:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def _resolved(link: str, target: str) -> str:
+    """The absolute path a link at ``link`` pointing at ``target`` names."""
+    return os.path.normpath(os.path.join(os.path.dirname(link), target))
+
+
+def _link_targets(links: list[dict[str, Any]]) -> set[str]:
+    """The absolute paths the links point at now (a missing link points nowhere)."""
+    targets = set()
+    for entry in links:
+        path = str(entry["path"])
+        if os.path.islink(path):
+            targets.add(_resolved(path, os.readlink(path)))
+    return targets
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "directories": {"type": "list", "elements": "dict", "default": []},
+            "files": {"type": "list", "elements": "dict", "default": []},
+            "attributes": {"type": "list", "elements": "dict", "default": []},
+            "links": {"type": "list", "elements": "dict", "default": []},
+            "prune": {"type": "list", "elements": "dict", "default": []},
+            "absent": {"type": "list", "elements": "str", "default": []},
+            "read": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    before = {path: _decoded(_read(path)) for path in params["read"]}
+    placement = Placement(module)
+    keep = _link_targets(params["links"])
+    for entry in params["directories"]:
+        placement.directory(entry)
+    for entry in params["files"]:
+        placement.file(entry)
+    for entry in params["attributes"]:
+        placement.attributes(entry)
+    for entry in params["links"]:
+        placement.link(entry)
+        keep.add(
+            os.path.normpath(
+                os.path.join(os.path.dirname(str(entry["path"])), str(entry["target"]))
+            )
+        )
+    for entry in params["prune"]:
+        placement.prune(entry, keep)
+    for path in params["absent"]:
+        placement.absent(path)
+    result: dict[str, Any] = {
+        "changed": bool(placement.changed_paths),
+        "changed_paths": placement.changed_paths,
+        "before": before,
+    }
+    if placement.diffs:
+        result["diff"] = placement.diffs
+    module.exit_json(**result)
+
+
+def _decoded(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Strategy plugin: Mitogen's linear strategy, the default of the checkout and of molecule.
+
+Mitogen (the ``mitogen`` distribution, pinned in pyproject.toml) keeps one Python
+interpreter per host for the whole run and sends modules to it over that channel, so a
+task costs a message instead of a round trip that copies and starts a module. Plays run
+as with ``linear``. ansible.cfg and .config/molecule/config.yml name this plugin as
+``clusterforge.stack.mitogen_linear``, so nothing depends on where the virtualenv is.
+
+Plays on the control node alone (``hosts: localhost``) run as plain ``linear``: they have
+no connection for Mitogen to save, and molecule's docker driver creates its containers
+there with asynchronous ``docker_container`` tasks whose jobs die without a result under
+Mitogen 0.3.54 (the create step then waits forever).
+
+Mitogen 0.3.54 lists every installed collection's directory again for each task that
+runs a collection's module (ansible_mitogen.planner._load_collections), in the task's
+worker process: with the ``ansible`` package's hundred collections that cost 0.5 s per
+task, so a module of this collection was slower than a builtin one. This wrapper lists
+them once per run, in the controller before any worker forks, and hands every task the
+same list.
+
+Turn Mitogen off with ``ANSIBLE_STRATEGY=linear`` (README, "Speed"). Without Mitogen
+installed this plugin is plain ``linear`` and says so once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModule
+
+try:
+    from ansible_mitogen.plugins.strategy.mitogen_linear import (
+        StrategyModule as MitogenStrategyModule,
+    )
+except ImportError as error:  # Mitogen missing: run as linear rather than not at all
+    from ansible.utils.display import Display
+
+    Display().warning(
+        f"Mitogen is not importable ({error}); running with the linear strategy. "
+        "Install the pinned mitogen (scripts/lib/venv.sh does) or set ANSIBLE_STRATEGY=linear."
+    )
+    MitogenStrategyModule = LinearStrategyModule
+
+CONTROL_NODE_NAMES = frozenset({"localhost", "127.0.0.1"})
+
+
+def _list_collections_once() -> None:
+    """Replace Mitogen's per-task listing of the collection directories with one listing
+    made now, in the controller; the workers forked later inherit it."""
+    try:
+        import ansible.collections.list
+        from ansible_mitogen import planner
+    except ImportError:
+        return
+    if getattr(planner, "_clusterforge_collection_dirs", None) is not None:
+        return
+    directories = [
+        path.decode("utf-8") if isinstance(path, bytes) else str(path)
+        for path in ansible.collections.list.list_collection_dirs()
+    ]
+    planner._clusterforge_collection_dirs = directories
+
+    def load_collections(invocation: Any) -> None:
+        invocation._extra_sys_paths.update(directories)
+
+    planner._load_collections = load_collections
+
+
+class StrategyModule(MitogenStrategyModule):  # type: ignore[misc,valid-type]
+    def run(self, iterator: Any, play_context: Any, *args: Any, **kwargs: Any) -> Any:
+        _list_collections_once()
+        hosts = self._inventory.get_hosts(iterator._play.hosts)
+        if hosts and all(host.name in CONTROL_NODE_NAMES for host in hosts):
+            return LinearStrategyModule.run(self, iterator, play_context, *args, **kwargs)
+        return super().run(iterator, play_context, *args, **kwargs)

@@ -1,0 +1,1 @@
+"""Alembic migrations of the order service's schema (run by ``Database.migrate``)."""

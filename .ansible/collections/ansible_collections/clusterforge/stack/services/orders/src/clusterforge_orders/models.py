@@ -1,0 +1,252 @@
+"""The request, the response and the event, and the validation between body and request.
+
+``amount`` is a :class:`~decimal.Decimal` from the bytes of the body to the bytes of the
+response: the body is parsed with ``parse_float=Decimal`` and the response renders the
+number itself, so no value ever passes through a binary float.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from .errors import FieldViolation, InvalidOrderRequestError, MalformedRequestBodyError
+
+USER_ID_BLANK = "用户ID不能为空"
+PRODUCT_NAME_BLANK = "商品名称不能为空"
+AMOUNT_MISSING = "订单金额不能为空"
+AMOUNT_BELOW_MINIMUM = "订单金额必须大于0"
+# Not in the spec; our wording for the cases the spec does not show.
+USER_ID_NOT_STRING = "用户ID必须是字符串"
+PRODUCT_NAME_NOT_STRING = "商品名称必须是字符串"
+AMOUNT_NOT_NUMBER = "订单金额必须是数字"
+AMOUNT_OUT_OF_RANGE = "订单金额超出范围"
+USER_ID_INVALID_CHARACTERS = "用户ID包含无效字符"
+PRODUCT_NAME_INVALID_CHARACTERS = "商品名称包含无效字符"
+PRODUCT_NAME_TOO_LONG = "商品名称不能超过200个字符"
+
+# In characters (code points). Long enough for any real product title, short enough that
+# a client cannot store, index, log and notify kilobytes per order.
+MAX_PRODUCT_NAME_CHARS = 200
+
+MINIMUM_AMOUNT = Decimal(1)
+# Bounds the digits a client can make us store and echo (the spec sets no maximum).
+MAX_INTEGER_DIGITS = 32
+MAX_FRACTION_DIGITS = 32
+
+CREATE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+@dataclass(frozen=True, slots=True)
+class OrderCreateRequest:
+    """A request that passed validation."""
+
+    user_id: str
+    product_name: str
+    amount: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class OrderCreateResponse:
+    """The created order as the client sees it."""
+
+    order_id: str
+    user_id: str
+    product_name: str
+    amount: Decimal
+    create_time: datetime
+
+    def to_json(self) -> bytes:
+        return (
+            "{"
+            f'"orderId":{_json_string(self.order_id)},'
+            f'"userId":{_json_string(self.user_id)},'
+            f'"productName":{_json_string(self.product_name)},'
+            f'"amount":{decimal_to_json_number(self.amount)},'
+            f'"createTime":{_json_string(format_create_time(self.create_time))}'
+            "}"
+        ).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class OrderCreatedEvent:
+    """Published once an order is built: a snapshot of the response's five fields.
+
+    It holds values, never a stored entity, so a listener cannot reach back into the
+    publisher's state. Frozen, so listeners on several threads can share it.
+    """
+
+    order_id: str
+    user_id: str
+    product_name: str
+    amount: Decimal
+    create_time: datetime
+
+    @classmethod
+    def from_response(cls, response: OrderCreateResponse) -> OrderCreatedEvent:
+        return cls(
+            order_id=response.order_id,
+            user_id=response.user_id,
+            product_name=response.product_name,
+            amount=response.amount,
+            create_time=response.create_time,
+        )
+
+
+def new_order_id() -> str:
+    return "ORD-" + uuid.uuid4().hex
+
+
+def format_create_time(moment: datetime) -> str:
+    return moment.strftime(CREATE_TIME_FORMAT)
+
+
+def decimal_to_json_number(value: Decimal) -> str:
+    """The JSON text of ``value``, digit for digit.
+
+    ``str(Decimal)`` keeps the scale the client sent (``1.00`` stays ``1.00``) and its
+    exponent form (``1E+5``) is valid JSON; NaN and infinities never get this far.
+    """
+    if not value.is_finite():
+        raise ValueError(f"{value} has no JSON representation")
+    return str(value)
+
+
+def _json_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """Parse ``body`` as a JSON object whose numbers are all Decimals."""
+    if not body.strip():
+        raise MalformedRequestBodyError("request body is empty; send a JSON object")
+    try:
+        text = body.decode("utf-8")
+        document = json.loads(
+            text, parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant
+        )
+    except UnicodeDecodeError as error:
+        raise MalformedRequestBodyError(f"request body is not UTF-8: {error.reason}") from error
+    except json.JSONDecodeError as error:
+        raise MalformedRequestBodyError(
+            f"request body is not valid JSON: {error.msg} at line {error.lineno} "
+            f"column {error.colno}"
+        ) from error
+    except ValueError as error:
+        raise MalformedRequestBodyError(f"request body is not valid JSON: {error}") from error
+    except RecursionError as error:
+        raise MalformedRequestBodyError(
+            "request body is not valid JSON: nested too deeply"
+        ) from error
+    if not isinstance(document, dict):
+        raise MalformedRequestBodyError(
+            f"request body must be a JSON object, not a JSON {_json_type_name(document)}"
+        )
+    return document
+
+
+def _json_type_name(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, Decimal):
+        return "number"
+    return "null"
+
+
+def _is_storable(value: str) -> bool:
+    """False for a lone surrogate (JSON's ``\\ud800`` decodes to one; it has no UTF-8 form
+    and fails every encoder after us) and for NUL (PostgreSQL refuses it in text)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_text(
+    document: dict[str, Any],
+    field: str,
+    *,
+    blank_message: str,
+    type_message: str,
+    invalid_message: str,
+    violations: list[FieldViolation],
+    max_chars: int | None = None,
+    too_long_message: str = "",
+) -> str:
+    value = document.get(field)
+    if value is None:
+        violations.append(FieldViolation(field, blank_message))
+        return ""
+    if not isinstance(value, str):
+        violations.append(FieldViolation(field, type_message))
+        return ""
+    if not value.strip():
+        violations.append(FieldViolation(field, blank_message))
+    elif not _is_storable(value):
+        violations.append(FieldViolation(field, invalid_message))
+    elif max_chars is not None and len(value) > max_chars:
+        violations.append(FieldViolation(field, too_long_message))
+    return value
+
+
+def _check_amount(document: dict[str, Any], violations: list[FieldViolation]) -> Decimal:
+    value = document.get("amount")
+    if value is None:
+        violations.append(FieldViolation("amount", AMOUNT_MISSING))
+        return MINIMUM_AMOUNT
+    if not isinstance(value, Decimal):
+        violations.append(FieldViolation("amount", AMOUNT_NOT_NUMBER))
+        return MINIMUM_AMOUNT
+    if value < MINIMUM_AMOUNT:
+        violations.append(FieldViolation("amount", AMOUNT_BELOW_MINIMUM))
+        return MINIMUM_AMOUNT
+    fraction_digits = -int(value.as_tuple().exponent)  # finite: the parser refuses NaN
+    if value.adjusted() >= MAX_INTEGER_DIGITS or fraction_digits > MAX_FRACTION_DIGITS:
+        violations.append(FieldViolation("amount", AMOUNT_OUT_OF_RANGE))
+    return value
+
+
+def validate_order_create_request(document: dict[str, Any]) -> OrderCreateRequest:
+    """Check every rule and report every broken one at once."""
+    violations: list[FieldViolation] = []
+    user_id = _check_text(
+        document,
+        "userId",
+        blank_message=USER_ID_BLANK,
+        type_message=USER_ID_NOT_STRING,
+        invalid_message=USER_ID_INVALID_CHARACTERS,
+        violations=violations,
+    )
+    product_name = _check_text(
+        document,
+        "productName",
+        blank_message=PRODUCT_NAME_BLANK,
+        type_message=PRODUCT_NAME_NOT_STRING,
+        invalid_message=PRODUCT_NAME_INVALID_CHARACTERS,
+        violations=violations,
+        max_chars=MAX_PRODUCT_NAME_CHARS,
+        too_long_message=PRODUCT_NAME_TOO_LONG,
+    )
+    amount = _check_amount(document, violations)
+    if violations:
+        raise InvalidOrderRequestError("order request is invalid", violations=tuple(violations))
+    return OrderCreateRequest(user_id=user_id, product_name=product_name, amount=amount)
+
+
+def parse_order_create_request(body: bytes) -> OrderCreateRequest:
+    return validate_order_create_request(parse_json_object(body))

@@ -1,0 +1,245 @@
+"""Tables, engine and schema migrations of the order service.
+
+The schema is versioned with Alembic; the migrations live inside the package and run
+programmatically when the service starts (:meth:`Database.migrate`). Their version table
+has its own name, so the service can share a database with another application.
+
+Amounts are stored exactly: PostgreSQL gets an unconstrained ``NUMERIC``; SQLite, whose
+``NUMERIC`` affinity would round through a binary float, gets the decimal's text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
+from importlib import resources
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    Column,
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    text,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from .errors import ConfigurationError
+
+ALEMBIC_VERSION_TABLE = "clusterforge_orders_alembic_version"
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+class ExactDecimal(TypeDecorator[Decimal]):
+    """A decimal column that never loses a digit, on PostgreSQL and on SQLite."""
+
+    impl = String(80)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(Numeric(asdecimal=True))
+        return dialect.type_descriptor(String(80))
+
+    def process_bind_param(self, value: Decimal | None, dialect: Dialect) -> Any:
+        if value is None or dialect.name == "postgresql":
+            return value
+        return str(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
+        if value is None or isinstance(value, Decimal):
+            return value
+        return Decimal(str(value))
+
+
+metadata = MetaData()
+
+orders_table = Table(
+    "orders",
+    metadata,
+    Column("order_id", String(36), primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("product_name", Text, nullable=False),
+    Column("amount", ExactDecimal(), nullable=False),
+    Column("create_time", DateTime, nullable=False),
+)
+
+order_audit_log_table = Table(
+    "order_audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("order_id", String(36), nullable=False, index=True),
+    Column("user_id", Text, nullable=False),
+    Column("product_name", Text, nullable=False),
+    Column("amount", ExactDecimal(), nullable=False),
+    Column("create_time", DateTime, nullable=False),
+    Column("recorded_at", DateTime, nullable=False),
+)
+
+# The transactional outbox: one row per order, inserted in the order's own transaction
+# (so an order and its sync record commit or roll back together), marked delivered once
+# the delivery target has the order. See outbox.py.
+order_sync_outbox_table = Table(
+    "order_sync_outbox",
+    metadata,
+    Column("order_id", String(36), primary_key=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", DateTime, nullable=False),
+    Column("delivered_at", DateTime, nullable=True),
+    Column("last_error", Text, nullable=True),
+)
+
+
+class PreparedInsert:
+    """An INSERT of fixed columns, compiled once per dialect and run as driver SQL.
+
+    ``Connection.execute(table.insert(), {...})`` costs about 70 us of interpreter time
+    per row even with SQLAlchemy's statement cache (cache key, parameter dictionary,
+    execution context, result object); measured on the order path, that made the audit
+    and outbox rows a third of the listeners' cost. This compiles the statement once,
+    keeps the column types' bind processors (``ExactDecimal`` and SQLite's ``DateTime``
+    text, exactly as ``execute`` would apply them) and runs it with
+    ``Connection.exec_driver_sql``: same transaction, same SQL, same error wrapping, same
+    values in the database.
+    """
+
+    def __init__(self, table: Table, columns: Sequence[str]) -> None:
+        self._table = table
+        self._columns = tuple(columns)
+        self._compiled: dict[
+            Dialect, tuple[str, bool, tuple[Callable[[Any], Any] | None, ...]]
+        ] = {}
+
+    def _prepare(
+        self, dialect: Dialect
+    ) -> tuple[str, bool, tuple[Callable[[Any], Any] | None, ...]]:
+        compiled = self._table.insert().compile(dialect=dialect, column_keys=list(self._columns))
+        if dialect.positional and list(compiled.positiontup or ()) != list(self._columns):
+            raise RuntimeError(f"unexpected parameter order in {compiled.string!r}")
+        processors = tuple(
+            self._table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+            for name in self._columns
+        )
+        prepared = (compiled.string, dialect.positional, processors)
+        self._compiled[dialect] = prepared
+        return prepared
+
+    def execute(self, connection: Connection, values: Sequence[Any]) -> None:
+        """Insert one row; ``values`` in the order of ``columns``."""
+        dialect = connection.dialect
+        prepared = self._compiled.get(dialect) or self._prepare(dialect)
+        sql, positional, processors = prepared
+        row = tuple(
+            value if processor is None else processor(value)
+            for value, processor in zip(values, processors, strict=True)
+        )
+        if positional:
+            connection.exec_driver_sql(sql, row)
+        else:
+            connection.exec_driver_sql(sql, dict(zip(self._columns, row, strict=True)))
+
+
+def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets /health read while an order is written; NORMAL keeps commits durable
+    # against a process crash without an fsync per commit.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+class Database:
+    """The engine plus what the service needs around it: migrations and a write lock."""
+
+    def __init__(
+        self, *, url: str, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    ) -> None:
+        try:
+            parsed = make_url(url)
+        except ArgumentError as error:
+            raise ConfigurationError(
+                "database-url is not a SQLAlchemy URL; use e.g. sqlite:///orders.db or "
+                "postgresql+psycopg://user@host/dbname"
+            ) from error
+        self.url = parsed
+        self.dialect_name = parsed.get_backend_name()
+        if self.dialect_name == "sqlite":
+            self.engine: Engine = create_engine(
+                parsed,
+                connect_args={"check_same_thread": False},
+                pool_size=16,
+                max_overflow=48,
+            )
+            event.listen(self.engine, "connect", _configure_sqlite_connection)
+            # SQLite admits one writer per file. Queueing writers on an in-process lock
+            # is fairer and faster than SQLite's busy handler, which sleeps and retries.
+            self._writer_lock: contextlib.AbstractContextManager[Any] = threading.Lock()
+        elif self.dialect_name == "postgresql":
+            # Without a connect timeout a host that drops packets holds a request thread (and
+            # the start) for the kernel's TCP timeout, minutes. A timeout in the URL's query
+            # (?connect_timeout=N) wins over the setting.
+            connect_args: dict[str, Any] = {}
+            if "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout_seconds))
+            self.engine = create_engine(
+                parsed,
+                pool_size=16,
+                max_overflow=48,
+                pool_pre_ping=True,
+                connect_args=connect_args,
+            )
+            self._writer_lock = contextlib.nullcontext()
+        else:
+            raise ConfigurationError(
+                f"database backend {self.dialect_name!r} is not supported; "
+                "use a sqlite:/// or postgresql+psycopg:// URL"
+            )
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its password, for logs."""
+        return self.url.render_as_string(hide_password=True)
+
+    @contextlib.contextmanager
+    def writer_slot(self) -> Iterator[None]:
+        with self._writer_lock:
+            yield
+
+    def migrate(self, *, revision: str = "head") -> None:
+        """Bring the schema to ``revision``, the newest by default (Alembic ``upgrade``)."""
+        config = Config()
+        location = resources.files(__package__).joinpath("migrations")
+        config.set_main_option("script_location", str(location))
+        config.set_main_option("version_table", ALEMBIC_VERSION_TABLE)
+        with self.writer_slot(), self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+
+    def is_reachable(self) -> bool:
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        except SQLAlchemyError:
+            return False
+        return True
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,415 @@
+"""``UserDirectoryClient``: the synchronous client of the user-directory service.
+
+Built on ``httpx.Client``. The spec's pool settings map onto it like this:
+
+- connect timeout -> ``httpx.Timeout(connect=...)``; read timeout -> ``read=`` (and
+  ``write=``, which the spec does not name);
+- wait for a pooled connection -> ``pool=``, and the same budget bounds the wait for a
+  per-route slot below;
+- 200 connections in total -> ``httpx.Limits(max_connections=200,
+  max_keepalive_connections=200)``;
+- 50 per route -> httpx has no per-host cap, so each origin (scheme, host, port) gets a
+  semaphore of 50 that a request holds while it runs.
+
+Every call runs on the calling thread, and the client is safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from .client_config import ClientConfig
+from .envelope import unwrap_lenient
+from .errors import (
+    RemoteAccessError,
+    RemoteCallError,
+    UserDirectoryError,
+    cut_body,
+)
+from .models import (
+    ApiResult,
+    PageResponse,
+    UserCreateRequest,
+    UserResponse,
+    UserSearchRequest,
+    UserUpdateRequest,
+)
+from .urls import QueryValue, encode_query, expand_path
+
+logger = logging.getLogger("clusterforge_userdir.client")
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+DEFAULT_PAGE_NUM = 1
+DEFAULT_PAGE_SIZE = 10
+_UNLOGGED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_USER_LIST = TypeAdapter(list[UserResponse])
+
+EnvelopeUnwrapper = Callable[[ApiResult[Any] | None], Any]
+
+
+def new_trace_id() -> str:
+    """32 lowercase hex characters: a UUID without dashes."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class FullResponse:
+    """Status, headers and body of one answer, for callers that need more than the body."""
+
+    status_code: int
+    headers: httpx.Headers
+    text: str
+    remote_service: str
+
+    @property
+    def trace_id(self) -> str | None:
+        value: str | None = self.headers.get("X-Trace-Id")
+        return value
+
+    @property
+    def request_id(self) -> str | None:
+        value: str | None = self.headers.get("X-Request-Id")
+        return value
+
+    @property
+    def location(self) -> str | None:
+        value: str | None = self.headers.get("Location")
+        return value
+
+    @property
+    def content_disposition(self) -> str | None:
+        value: str | None = self.headers.get("Content-Disposition")
+        return value
+
+    def json(self) -> Any:
+        return json.loads(self.text) if self.text else None
+
+    def decode(self, model: type[M]) -> M:
+        """The body as ``model`` (e.g. UserResponse, or ThirdUserResponse for snake_case).
+
+        A body that does not decode raises :class:`RemoteAccessError` wrapping the cause.
+        """
+        try:
+            return model.model_validate_json(self.text)
+        except Exception as failure:
+            raise RemoteAccessError(remote_service=self.remote_service, cause=failure) from failure
+
+
+def _describe_status(status: int) -> str:
+    if 400 <= status < 500:
+        return "client error"
+    if 500 <= status < 600:
+        return "server error"
+    return "other status"
+
+
+def _page_defaults(page_num: int | None, page_size: int | None) -> tuple[int, int]:
+    return (
+        page_num if page_num is not None and page_num >= 1 else DEFAULT_PAGE_NUM,
+        page_size if page_size is not None and page_size >= 1 else DEFAULT_PAGE_SIZE,
+    )
+
+
+class UserDirectoryClient:
+    """Calls endpoints 1 to 12; see the module docstring for pool and timeout mapping.
+
+    Errors: :class:`RemoteCallError` for 4xx/5xx/other statuses and unsuccessful
+    envelopes, :class:`RemoteAccessError` for everything that kept an answer from being
+    received or read. Guards (spec rule 6) return None or False without sending.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: ClientConfig | None = None,
+        envelope_unwrapper: EnvelopeUnwrapper = unwrap_lenient,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.config = config or ClientConfig()
+        self._unwrap_envelope = envelope_unwrapper
+        self._http = httpx.Client(
+            base_url=self.config.root_uri.rstrip("/"),
+            timeout=httpx.Timeout(
+                connect=self.config.connect_timeout,
+                read=self.config.read_timeout,
+                write=self.config.read_timeout,
+                pool=self.config.connection_request_timeout,
+            ),
+            limits=httpx.Limits(
+                max_connections=self.config.max_connections,
+                max_keepalive_connections=self.config.max_connections,
+            ),
+            headers={"Accept": "application/json"},
+            follow_redirects=False,
+            transport=transport,
+        )
+        self._route_slots: dict[str, threading.BoundedSemaphore] = {}
+        self._route_slots_lock = threading.Lock()
+
+    def __enter__(self) -> UserDirectoryClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------------ endpoints 1-8
+
+    def get_user(self, user_id: int | None) -> UserResponse | None:
+        if user_id is None:
+            return None
+        return self.exchange("GET", "/mock-api/users/{id}", user_id).decode(UserResponse)
+
+    def list_users(
+        self,
+        *,
+        keyword: str | None = None,
+        status: int | Sequence[int] | None = None,
+        page_num: int | None = None,
+        page_size: int | None = None,
+    ) -> list[UserResponse]:
+        page_num, page_size = _page_defaults(page_num, page_size)
+        response = self.exchange(
+            "GET",
+            "/mock-api/users",
+            query={
+                "keyword": keyword,
+                "status": status,
+                "pageNum": page_num,
+                "pageSize": page_size,
+            },
+        )
+        return self._decode(response, _USER_LIST)
+
+    def create_user(self, request: UserCreateRequest | None) -> UserResponse | None:
+        if request is None or not (request.username or "").strip():
+            return None
+        response = self.exchange("POST", "/mock-api/users", json_body=request.to_wire())
+        return response.decode(UserResponse)
+
+    def update_user(self, user_id: int | None, request: UserUpdateRequest | None) -> bool:
+        if user_id is None or request is None:
+            return False
+        self.exchange("PUT", "/mock-api/users/{id}", user_id, json_body=request.to_wire())
+        return True
+
+    def delete_user(self, user_id: int | None) -> bool:
+        if user_id is None:
+            return False
+        self.exchange("DELETE", "/mock-api/users/{id}", user_id)
+        return True
+
+    def get_org_user(self, org_id: int | None, user_id: int | None) -> UserResponse | None:
+        if org_id is None or user_id is None:
+            return None
+        response = self.exchange(
+            "GET",
+            "/mock-api/orgs/{orgId}/users/{userId}",
+            path_variables={"orgId": org_id, "userId": user_id},
+        )
+        return response.decode(UserResponse)
+
+    def search_users(self, request: UserSearchRequest | None) -> list[UserResponse]:
+        criteria = request or UserSearchRequest()
+        response = self.exchange("POST", "/mock-api/users/search", json_body=criteria.to_wire())
+        return self._decode(response, _USER_LIST)
+
+    def health(self) -> str:
+        return self.exchange("GET", "/mock-api/health", headers={"Accept": "text/plain"}).text
+
+    # ------------------------------------------------------------------ endpoints 9-12
+
+    def get_user_result(self, user_id: int | None) -> UserResponse | None:
+        if user_id is None:
+            return None
+        response = self.exchange("GET", "/mock-api/result/users/{id}", user_id)
+        return self.envelope_data(response, UserResponse)
+
+    def list_users_result(self) -> list[UserResponse]:
+        response = self.exchange("GET", "/mock-api/result/users")
+        return self.envelope_data(response, list[UserResponse]) or []
+
+    def page_users_result(
+        self, *, page_num: int | None = None, page_size: int | None = None
+    ) -> PageResponse[UserResponse]:
+        page_num, page_size = _page_defaults(page_num, page_size)
+        response = self.exchange(
+            "GET",
+            "/mock-api/result/users/page",
+            query={"pageNum": page_num, "pageSize": page_size},
+        )
+        page = self.envelope_data(response, PageResponse[UserResponse])
+        return page if page is not None else PageResponse[UserResponse]()
+
+    def create_user_result(self, request: UserCreateRequest | None) -> UserResponse | None:
+        if request is None or not (request.username or "").strip():
+            return None
+        response = self.exchange("POST", "/mock-api/result/users", json_body=request.to_wire())
+        return self.envelope_data(response, UserResponse)
+
+    def get_result(self, template: str, *positional: Any, data_type: Any) -> ApiResult[Any]:
+        """The raw envelope of any endpoint, decoded with ``data`` as ``data_type``."""
+        response = self.exchange("GET", template, *positional)
+        adapter: TypeAdapter[ApiResult[Any]] = TypeAdapter(ApiResult[data_type])
+        return self._decode(response, adapter)
+
+    # ------------------------------------------------------------------ the one way out
+
+    def exchange(
+        self,
+        method: str,
+        template: str,
+        *positional: Any,
+        path_variables: Mapping[str, Any] | None = None,
+        query: Mapping[str, QueryValue] | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> FullResponse:
+        """Send one request and return the full response of a 2xx answer.
+
+        ``template`` is filled by position (one placeholder) or by ``path_variables``
+        (several); ``query`` values that are None or blank are left out.
+        """
+        path = expand_path(template, *positional, named=path_variables)
+        query_string = encode_query(query or {}, status_style=self.config.status_style)
+        url = f"{path}?{query_string}" if query_string else path
+        request_headers = self._headers(headers, has_body=json_body is not None)
+        content = (
+            None
+            if json_body is None
+            else json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode()
+        )
+        try:
+            with self._route_slot():
+                request = self._http.build_request(
+                    method, url, content=content, headers=request_headers
+                )
+                self._log_request(request, content)
+                started = time.perf_counter()
+                response = self._http.send(request)
+        except UserDirectoryError:
+            raise
+        except Exception as failure:
+            # Refused connections, DNS failures, timeouts and any other failure of the
+            # client alike: the answer never arrived, so the caller may retry elsewhere.
+            raise RemoteAccessError(
+                remote_service=self.config.service_label, cause=failure
+            ) from failure
+        full = FullResponse(
+            status_code=response.status_code,
+            headers=response.headers,
+            text=response.text,
+            remote_service=self.config.service_label,
+        )
+        self._log_response(request, full, time.perf_counter() - started)
+        if not 200 <= full.status_code < 300:
+            raise RemoteCallError(
+                status_code=full.status_code,
+                response_body=full.text,
+                message=(
+                    f"remote call {method} {path} failed with "
+                    f"{_describe_status(full.status_code)}: HTTP {full.status_code}"
+                ),
+            )
+        return full
+
+    # ------------------------------------------------------------------ helpers
+
+    def _headers(self, overrides: Mapping[str, str] | None, *, has_body: bool) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self.config.bearer_token:
+            headers["Authorization"] = f"Bearer {self.config.bearer_token}"
+        if self.config.tenant_id:
+            headers["X-Tenant-Id"] = self.config.tenant_id
+        if has_body:
+            headers["Content-Type"] = "application/json"
+        for name, value in (overrides or {}).items():
+            # A blank trace id is no trace id: the spec generates one when the caller
+            # has not set it, and an empty header would join nothing to this request.
+            if name.lower() == "x-trace-id" and not value.strip():
+                continue
+            headers[name] = value
+        if not any(name.lower() == "x-trace-id" for name in headers):
+            headers["X-Trace-Id"] = new_trace_id()
+        return headers
+
+    def _route_slot(self) -> _RouteSlot:
+        origin = str(self._http.base_url.copy_with(path="/", query=None, fragment=None))
+        with self._route_slots_lock:
+            slots = self._route_slots.get(origin)
+            if slots is None:
+                slots = threading.BoundedSemaphore(self.config.max_connections_per_route)
+                self._route_slots[origin] = slots
+        return _RouteSlot(slots, wait=self.config.connection_request_timeout, origin=origin)
+
+    def envelope_data(self, response: FullResponse, data_type: type[T]) -> T | None:
+        """``data`` of the envelope in ``response``, checked by this client's success rule."""
+        envelope_type: Any = ApiResult[data_type]  # type: ignore[valid-type]
+        adapter: TypeAdapter[ApiResult[Any] | None] = TypeAdapter(envelope_type | None)
+        return cast("T | None", self._unwrap_envelope(self._decode(response, adapter)))
+
+    def _decode(self, response: FullResponse, adapter: TypeAdapter[T]) -> T:
+        try:
+            return adapter.validate_json(response.text or "null")
+        except Exception as failure:
+            raise RemoteAccessError(
+                remote_service=self.config.service_label, cause=failure
+            ) from failure
+
+    def _log_request(self, request: httpx.Request, content: bytes | None) -> None:
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        shown = {
+            name: value
+            for name, value in request.headers.items()
+            if name.lower() not in _UNLOGGED_HEADERS
+        }
+        body = cut_body(content.decode("utf-8", "replace") if content else "")
+        logger.debug("request %s %s headers=%s body=%s", request.method, request.url, shown, body)
+
+    def _log_response(self, request: httpx.Request, response: FullResponse, elapsed: float) -> None:
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        logger.debug(
+            "response %s %s -> %s in %.1f ms trace=%s request=%s body=%s",
+            request.method,
+            request.url,
+            response.status_code,
+            elapsed * 1000,
+            request.headers.get("X-Trace-Id"),
+            response.request_id,
+            cut_body(response.text),
+        )
+
+
+class _RouteSlot:
+    """Holds one of the per-route connection slots for the length of a request."""
+
+    def __init__(self, slots: threading.BoundedSemaphore, *, wait: float, origin: str) -> None:
+        self._slots = slots
+        self._wait = wait
+        self._origin = origin
+
+    def __enter__(self) -> None:
+        if not self._slots.acquire(timeout=self._wait):
+            raise httpx.PoolTimeout(
+                f"no connection to {self._origin} free within {self._wait:g} s "
+                "(max-connections-per-route reached)"
+            )
+
+    def __exit__(self, *_exc: object) -> None:
+        self._slots.release()

@@ -1,0 +1,146 @@
+"""Pure ASGI middleware: request and trace ids, bearer-token auth, request-size limit.
+
+Written against raw ASGI rather than Starlette's BaseHTTPMiddleware because it runs on
+every request and the latter costs a task and a queue per request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger("clusterforge_userdir.server")
+
+REQUEST_ID_HEADER = "X-Request-Id"
+TRACE_ID_HEADER = "X-Trace-Id"
+# A trace id from the caller is echoed only when it is safe to put back in a header.
+_ACCEPTABLE_TRACE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+_OPEN_PATHS = frozenset({"/mock-api/health", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
+
+
+class RequestBodyTooLargeError(Exception):
+    """Raised while the body is read; answered with 413 by the app's handler."""
+
+    def __init__(self, *, limit: int) -> None:
+        super().__init__(f"request body exceeds {limit} bytes")
+        self.limit = limit
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _json_error(status: int, message: str) -> bytes:
+    return json.dumps({"code": status, "message": message}, ensure_ascii=False).encode()
+
+
+class RequestContextMiddleware:
+    """Adds X-Request-Id and X-Trace-Id to every response and enforces the limits."""
+
+    def __init__(
+        self, app: ASGIApp, *, accepted_tokens: Iterable[str], max_body_bytes: int
+    ) -> None:
+        self.app = app
+        self._accepted_tokens = tuple(token.encode() for token in accepted_tokens)
+        self._max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        trace_id = b""
+        content_length = -1
+        authorization = b""
+        for name, value in scope["headers"]:
+            if name == b"x-trace-id":
+                trace_id = value
+            elif name == b"content-length":
+                content_length = int(value) if value.isdigit() else -1
+            elif name == b"authorization":
+                authorization = value
+        if not _ACCEPTABLE_TRACE_ID.match(trace_id):
+            trace_id = new_id().encode()
+        context_headers = [
+            (b"x-request-id", new_id().encode()),
+            (b"x-trace-id", trace_id),
+        ]
+        scope.setdefault("state", {})["trace_id"] = trace_id.decode()
+        response_started = False
+
+        async def send_with_ids(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                message["headers"] = [*message.get("headers", ()), *context_headers]
+            await send(message)
+
+        if (
+            self._accepted_tokens
+            and scope["path"] not in _OPEN_PATHS
+            and not self._token_accepted(authorization)
+        ):
+            await _send_json(
+                send_with_ids,
+                401,
+                _json_error(401, "missing or invalid bearer token"),
+                extra_headers=[(b"www-authenticate", b"Bearer")],
+            )
+            return
+        if content_length > self._max_body_bytes:
+            await _send_json(
+                send_with_ids,
+                413,
+                _json_error(413, f"request body exceeds {self._max_body_bytes} bytes"),
+            )
+            return
+
+        try:
+            await self.app(scope, self._limited(receive), send_with_ids)
+        except Exception:
+            logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if not response_started:
+                await _send_json(send_with_ids, 500, _json_error(500, "internal server error"))
+
+    def _token_accepted(self, authorization: bytes) -> bool:
+        scheme, _, token = authorization.partition(b" ")
+        if scheme.lower() != b"bearer" or not token:
+            return False
+        # Compare against every token so the time taken does not tell which one was close.
+        accepted = False
+        for candidate in self._accepted_tokens:
+            accepted |= hmac.compare_digest(candidate, token.strip())
+        return accepted
+
+    def _limited(self, receive: Receive) -> Receive:
+        received = 0
+        limit = self._max_body_bytes
+
+        async def receive_within_limit() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise RequestBodyTooLargeError(limit=limit)
+            return message
+
+        return receive_within_limit
+
+
+async def _send_json(
+    send: Send, status: int, body: bytes, *, extra_headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers: list[Any] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(extra_headers or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,227 @@
+"""What ``scripts/status`` looks at: the cluster a lab.json or an inventory describes.
+
+Both sources become one :class:`Target`. The admin password comes from a file (lab.json's
+``admin_password_file``) or from the inventory's (possibly vaulted) variables, never from
+the command line, and it is kept out of the target's repr.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterforge.errors import ClusterforgeError
+
+DEFAULT_RENEW_WITHIN_DAYS = 30
+ADMIN_USER = "admin"
+
+# The path each known service answers its health check on (the roles' health URLs).
+SERVICE_HEALTH_PATHS = {
+    "user_directory": "/mock-api/health",
+    "orders": "/health",
+    "order_service": "/health",
+}
+# A service bound to one of these is reached through its host's address.
+_WILDCARD_BINDS = ("0.0.0.0", "::", "")  # noqa: S104 - compared against, never bound
+_INVENTORY_SERVICES = (("user_directory", "user_directory"), ("orders", "order_service"))
+
+
+class StatusConfigError(ClusterforgeError):
+    """The lab.json or inventory given to ``scripts/status`` cannot be used (exit code 2)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpectedNode:
+    name: str
+    url: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    source: str
+    cluster_name: str | None
+    mode: str
+    version: str | None
+    nodes: tuple[ExpectedNode, ...]
+    ca_cert: Path | None
+    admin_user: str | None
+    admin_password: str | None = field(repr=False)
+    renew_within_days: int = DEFAULT_RENEW_WITHIN_DAYS
+    console: str | None = None
+    # Service name -> health URL, or a reason it cannot be checked from here.
+    services: Mapping[str, str] = field(default_factory=dict)
+    unchecked_services: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def secured(self) -> bool:
+        return self.mode != "open"
+
+
+def service_health_url(name: str, url: str) -> str:
+    """A service's base URL with its health path appended, unless it already has a path."""
+    stripped = url.rstrip("/")
+    if stripped.split("://", 1)[-1].count("/") > 0:
+        return url
+    return stripped + SERVICE_HEALTH_PATHS.get(name, "/health")
+
+
+def load_lab_json(path: Path) -> Target:
+    """The target described by a lab.json (scripts/up) or molecule verify's cluster.json."""
+    try:
+        facts: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise StatusConfigError(f"cannot read {path}: {error}; run scripts/up first") from error
+    try:
+        mode = str(facts["mode"])
+        nodes = tuple(
+            ExpectedNode(name=str(node["name"]), url=str(node["url"])) for node in facts["nodes"]
+        )
+    except (KeyError, TypeError) as error:
+        raise StatusConfigError(
+            f"{path} lacks {error}; it must have 'mode' and 'nodes' with 'name' and 'url' "
+            "(rerun scripts/up to rewrite it)"
+        ) from error
+    password = None
+    if mode != "open":
+        password_file = facts.get("admin_password_file")
+        if not password_file:
+            raise StatusConfigError(f"{path} has mode {mode} but no admin_password_file")
+        password = _read_secret(Path(password_file))
+    services = facts.get("services") or {}
+    if not isinstance(services, Mapping):
+        raise StatusConfigError(f"{path}: 'services' must map a service name to its URL")
+    return Target(
+        source=str(path),
+        cluster_name=facts.get("cluster_name"),
+        mode=mode,
+        version=facts.get("version"),
+        nodes=nodes,
+        ca_cert=Path(facts["ca_cert"]) if facts.get("ca_cert") else None,
+        admin_user=facts.get("admin_user") or (ADMIN_USER if mode != "open" else None),
+        admin_password=password,
+        renew_within_days=int(
+            facts.get("opensearch_cert_renew_within_days", DEFAULT_RENEW_WITHIN_DAYS)
+        ),
+        console=facts.get("console") or None,
+        services={
+            str(name): service_health_url(str(name), str(url)) for name, url in services.items()
+        },
+    )
+
+
+def _read_secret(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError as error:
+        raise StatusConfigError(f"cannot read the admin password file {path}: {error}") from error
+
+
+def load_inventory(inventory: Path, vault_password_file: Path | None) -> Target:
+    """The target an Ansible inventory describes, read the way a playbook run reads it."""
+    # Imported here so a refactor of these modules elsewhere is a one-line change.
+    from clusterforge.cli import select_model_vars
+    from clusterforge.cluster_pki import resolve_pki_dir
+    from clusterforge.console import build_consoles
+    from clusterforge.model import build_cluster
+
+    groups = _read_inventory_groups(
+        inventory,
+        vault_password_file,
+        ("opensearch", "dashboards", *(group for _, group in _INVENTORY_SERVICES)),
+    )
+    opensearch_hosts = groups["opensearch"]
+    cluster = build_cluster([(name, select_model_vars(hv)) for name, hv in opensearch_hosts])
+    inventory_dir = inventory if inventory.is_dir() else inventory.parent
+    ca_cert = resolve_pki_dir(cluster, inventory_dir) / "ca.pem" if cluster.secured else None
+    password = None
+    if cluster.secured:
+        passwords = opensearch_hosts[0][1].get("opensearch_security_passwords") or {}
+        password = passwords.get(ADMIN_USER) if isinstance(passwords, Mapping) else None
+        if not password:
+            raise StatusConfigError(
+                "opensearch_security_passwords.admin is not set for the opensearch group; "
+                "set it (vaulted) or pass --vault-password-file to decrypt it"
+            )
+    consoles = build_consoles([(name, select_model_vars(hv)) for name, hv in groups["dashboards"]])
+    services, unchecked = _inventory_services(groups)
+    return Target(
+        source=str(inventory),
+        cluster_name=cluster.name,
+        mode=cluster.security_mode,
+        version=cluster.version,
+        nodes=tuple(
+            ExpectedNode(name=node.name, url=cluster.http_url(node)) for node in cluster.nodes
+        ),
+        ca_cert=ca_cert if cluster.security_mode == "tls" else None,
+        admin_user=ADMIN_USER if cluster.secured else None,
+        admin_password=str(password) if password else None,
+        renew_within_days=cluster.security.renew_within_days,
+        console=consoles[0].url if consoles else None,
+        services=services,
+        unchecked_services=unchecked,
+    )
+
+
+def _inventory_services(
+    groups: Mapping[str, list[tuple[str, dict[str, Any]]]],
+) -> tuple[dict[str, str], dict[str, str]]:
+    services: dict[str, str] = {}
+    unchecked: dict[str, str] = {}
+    for name, group in _INVENTORY_SERVICES:
+        for host, host_vars in groups.get(group, []):
+            key = name if len(groups[group]) == 1 else f"{name}@{host}"
+            bind = str(host_vars.get(f"{group}_host", "127.0.0.1"))
+            port = host_vars.get(f"{group}_port")
+            reach = str(host_vars.get("ansible_host") or host)
+            if port is None:
+                unchecked[key] = f"{group}_port is not set for {host}"
+                continue
+            if _is_loopback(bind) and not _is_loopback(reach):
+                unchecked[key] = (
+                    f"{group}_host is {bind} on {host}: only that host can reach it "
+                    "(the role's own health check covers it)"
+                )
+                continue
+            address = reach if bind in _WILDCARD_BINDS or _is_loopback(bind) else bind
+            if ":" in address:
+                address = f"[{address}]"
+            services[key] = service_health_url(name, f"http://{address}:{port}")
+    return services, unchecked
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _select_status_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's variables (and ``ansible_host``) plus the services' own."""
+    from clusterforge.cli import select_model_vars, select_service_vars
+
+    return {**select_model_vars(host_vars), **select_service_vars(host_vars)}
+
+
+def _read_inventory_groups(
+    inventory: Path, vault_password_file: Path | None, groups: tuple[str, ...]
+) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """(host, templated variables) per group, vault included, read as ``scripts/render``
+    reads them."""
+    from clusterforge.cli import InventoryReader, InventoryReadError
+
+    try:
+        reader = InventoryReader(inventory, vault_password_file=vault_password_file)
+        result = {group: reader.hosts_vars(group, _select_status_vars) for group in groups}
+    except InventoryReadError as error:
+        hint = " (pass --vault-password-file FILE)" if "vault" in str(error).lower() else ""
+        raise StatusConfigError(f"cannot read the inventory {inventory}: {error}{hint}") from error
+    if not result["opensearch"]:
+        raise StatusConfigError(f"the inventory {inventory} has no host in group 'opensearch'")
+    return result

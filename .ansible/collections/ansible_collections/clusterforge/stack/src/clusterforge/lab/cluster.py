@@ -1,0 +1,720 @@
+"""Bringing the lab up and down: node containers, the lab inventory, the playbook run.
+
+Two network modes (DESIGN.md, "Open-file limit"):
+
+- ``bridge``: every node on the lab's own docker network, sshd on port 22 of its address.
+- ``loopback``: the containers share the host's network namespace; every node owns one
+  loopback address (127.0.0.11, .12, ...) and its sshd listens on port 2222 there, since
+  the host's sshd holds port 22. Chosen where the open-file hard limit is below 65535,
+  because OpenSearch enforces its bootstrap checks (65535 open files) as soon as its
+  transport binds a non-loopback address.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import re
+import resource
+import secrets
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterforge.console import console_defaults
+from clusterforge.errors import LabError
+from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
+from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
+from clusterforge.lab.process import run, say, wait_until
+from clusterforge.schema import load_schema
+
+CONTAINER_PREFIX = "clusterforge-lab-"
+NETWORK_NAME = "clusterforge-lab"
+NODE_COUNT = 3  # the default of scripts/up --nodes
+MIN_NODES = 1
+MAX_NODES = 5  # loopback addresses 127.0.0.11 .. 127.0.0.15
+LOOPBACK_BASE = "127.0.0."
+LOOPBACK_FIRST_OCTET = 11
+LOOPBACK_SSH_PORT = 2222
+REQUIRED_NOFILE = 65535
+# The lab's nodes cannot raise the open-file limit above the machine's hard limit, and
+# systemd refuses to start a unit that asks for more than it may have.
+CLUSTER_NAME = "clusterforge-lab"
+HEAP = "512m"
+ADMIN_USER = "admin"
+# The Chinese analyzer, built from this project's source for the engine in use.
+LAB_PLUGINS = (
+    {"name": "analysis-smartcn", "source": "build", "path": "engine-plugins/analysis-smartcn"},
+)
+# Every secret of the lab lives in one 0600 file of its own; the inventory reads them
+# with lookups, so no secret is written twice or passed on a command line.
+SECURITY_SECRETS = ("admin", "kibanaserver", "logstash", "kibana")
+USER_DIRECTORY_TOKEN = "user_directory_token"  # noqa: S105 (a file name, not a token)
+LAB_SECRETS = ("ca_passphrase", *SECURITY_SECRETS, USER_DIRECTORY_TOKEN)
+SNAPSHOT_REPOSITORY = "clusterforge-lab"
+# The apps container runs both services (services.yml) against the lab's cluster, on an
+# address of its own so that its ports never meet a node's.
+APPS_HOST = "apps-1"
+APPS_LOOPBACK_OCTET = 21
+USER_DIRECTORY_PORT = 8081
+ORDERS_PORT = 8082
+
+# systemd as PID 1 needs exactly these (DESIGN.md); --privileged fails on this platform.
+SYSTEMD_RUN_FLAGS = (
+    "--cap-add",
+    "SYS_ADMIN",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--cgroupns=host",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "--stop-signal",
+    "SIGRTMIN+3",
+)
+
+
+@dataclass(frozen=True)
+class LabNode:
+    inventory_name: str
+    address: str
+    ssh_port: int
+
+    @property
+    def container(self) -> str:
+        return f"{CONTAINER_PREFIX}{self.inventory_name}"
+
+
+def choose_network(requested: str | None) -> tuple[str, str]:
+    """Return (mode, reason)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    hard_text = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    if requested:
+        return requested, f"--network {requested} was given (open-file hard limit {hard_text})"
+    if hard != resource.RLIM_INFINITY and hard < REQUIRED_NOFILE:
+        return "loopback", (
+            f"the open-file hard limit is {hard_text}, below the {REQUIRED_NOFILE} OpenSearch's "
+            "bootstrap checks need off loopback; nodes use 127.0.0.x addresses in the host network"
+        )
+    return "bridge", f"the open-file hard limit is {hard_text}; nodes get their own docker network"
+
+
+def _container_state(name: str) -> dict[str, Any] | None:
+    result = run(["docker", "inspect", name], check=False)
+    if result.returncode != 0:
+        return None
+    state: dict[str, Any] = json.loads(result.stdout)[0]
+    return state
+
+
+def _container_network_mode(state: dict[str, Any]) -> str:
+    return "loopback" if state["HostConfig"]["NetworkMode"] == "host" else "bridge"
+
+
+class Lab:
+    """The lab's files live in ``lab_dir`` (inventories/lab): key, inventory, lab.json."""
+
+    def __init__(self, *, repo: Path, lab_dir: Path) -> None:
+        self.repo = repo
+        self.lab_dir = lab_dir
+        self.ssh_dir = lab_dir / ".ssh"
+        self.key = self.ssh_dir / "id_ed25519"
+        self.secrets_dir = lab_dir / ".secrets"
+        # Hidden: Ansible reads every other file of an inventory directory as inventory.
+        self.pki_dir = lab_dir / ".pki"
+
+    def secret_file(self, name: str) -> Path:
+        return self.secrets_dir / name
+
+    def _ensure_secrets(self) -> None:
+        self.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.secrets_dir.chmod(0o700)
+        for name in LAB_SECRETS:
+            path = self.secret_file(name)
+            if not path.exists():
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w") as stream:
+                    stream.write(secrets.token_urlsafe(18))
+            path.chmod(0o600)
+
+    # -- containers -------------------------------------------------------------------
+
+    def _ensure_ssh_key(self) -> None:
+        self.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.key.exists():
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "clusterforge-lab",
+                    "-f",
+                    str(self.key),
+                ]
+            )
+        self.key.chmod(0o600)
+
+    def _sshd_config(self, node: LabNode) -> Path:
+        # Hidden, so that Ansible does not read it as part of the inventory directory.
+        path = self.lab_dir / ".state" / node.inventory_name / "sshd.conf"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            "# Written by scripts/up for the lab node "
+            f"{node.inventory_name}\nListenAddress {node.address}\nPort {node.ssh_port}\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUseDNS no\n"
+        )
+        return path
+
+    def _run_container(
+        self, node: LabNode, network: str, nodes: list[LabNode], *, snapshots_mount: bool = True
+    ) -> None:
+        hosts = [f"--add-host={peer.inventory_name}:{peer.address}" for peer in nodes]
+        if network == "loopback":
+            placement = ["--network", "host"]
+        else:
+            placement = ["--network", NETWORK_NAME, "--hostname", node.inventory_name]
+            hosts = []
+        sshd_config = self._sshd_config(node)
+        mounts: list[str] = []
+        if snapshots_mount:
+            # One host directory at path.repo in every node: the snapshot repository's
+            # shared directory (docs/snapshots.md). It outlives scripts/down, as the CA does.
+            # Hidden, so that Ansible does not read it as part of the inventory directory.
+            snapshots = self.lab_dir / ".snapshots"
+            snapshots.mkdir(parents=True, exist_ok=True)
+            repo_path = load_schema().variables["opensearch_repo_path"].default
+            mounts = ["-v", f"{snapshots}:{repo_path}:rw"]
+        run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                node.container,
+                "--label",
+                "clusterforge.lab=1",
+                "--label",
+                f"clusterforge.lab.dir={self.lab_dir}",
+                *placement,
+                *hosts,
+                *SYSTEMD_RUN_FLAGS,
+                "-v",
+                f"{sshd_config}:/etc/ssh/sshd_config.d/clusterforge-lab.conf:ro",
+                "-v",
+                f"{self.key}.pub:/root/.ssh/authorized_keys:ro",
+                *mounts,
+                CURRENT_IMAGE,
+                "/sbin/init",
+            ]
+        )
+
+    def _bridge_address(self, node: LabNode) -> str:
+        state = _container_state(node.container)
+        if state is None:
+            raise LabError(f"container {node.container} vanished")
+        address: str = state["NetworkSettings"]["Networks"][NETWORK_NAME]["IPAddress"]
+        return address
+
+    def _planned_nodes(self, network: str, count: int = NODE_COUNT) -> list[LabNode]:
+        if network == "loopback":
+            return [
+                LabNode(
+                    f"opensearch-{index + 1}",
+                    f"{LOOPBACK_BASE}{LOOPBACK_FIRST_OCTET + index}",
+                    LOOPBACK_SSH_PORT,
+                )
+                for index in range(count)
+            ]
+        # In bridge mode docker assigns the address; sshd listens on all of the container's.
+        return [LabNode(f"opensearch-{index + 1}", "0.0.0.0", 22) for index in range(count)]  # noqa: S104
+
+    def _planned_apps(self, network: str) -> LabNode:
+        if network == "loopback":
+            return LabNode(APPS_HOST, f"{LOOPBACK_BASE}{APPS_LOOPBACK_OCTET}", LOOPBACK_SSH_PORT)
+        return LabNode(APPS_HOST, "0.0.0.0", 22)  # noqa: S104
+
+    def existing_node_count(self) -> int:
+        """How many node containers this checkout's lab has (the highest opensearch-K)."""
+        listed = run(
+            [
+                "docker",
+                "ps",
+                "-a",
+                "--filter",
+                "label=clusterforge.lab=1",
+                "--filter",
+                f"label=clusterforge.lab.dir={self.lab_dir}",
+                "--format",
+                "{{.Names}}",
+            ],
+            check=False,
+        )
+        numbers = [
+            int(match.group(1))
+            for name in listed.stdout.decode().split()
+            if (match := re.fullmatch(rf"{re.escape(CONTAINER_PREFIX)}opensearch-(\d+)", name))
+        ]
+        return max(numbers, default=0)
+
+    def remove_containers(self, nodes: list[LabNode]) -> None:
+        for node in nodes:
+            say(f"removing container {node.container} (drained and stopped by the playbook)")
+            run(["docker", "rm", "-f", node.container])
+            state_dir = self.lab_dir / ".state" / node.inventory_name
+            (state_dir / "sshd.conf").unlink(missing_ok=True)
+            if state_dir.is_dir():
+                state_dir.rmdir()
+
+    def ensure_containers(
+        self, network: str, image_tag: str, count: int = NODE_COUNT, *, apps: bool = True
+    ) -> tuple[list[LabNode], LabNode | None]:
+        """Start what is missing; return the nodes and the apps container (if wanted)."""
+        # Before any container: each mounts the public key, and a bind mount of a missing
+        # file makes docker create a directory in its place (sshd then refuses the key).
+        self._ensure_ssh_key()
+        nodes = self._planned_nodes(network, count)
+        apps_node = self._planned_apps(network) if apps else None
+        if (
+            network == "bridge"
+            and run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode != 0
+        ):
+            run(["docker", "network", "create", "--label", "clusterforge.lab=1", NETWORK_NAME])
+        image_id = json.loads(run(["docker", "image", "inspect", image_tag]).stdout)[0]["Id"]
+        for node in [*nodes, *([apps_node] if apps_node else [])]:
+            state = _container_state(node.container)
+            if state is not None and (
+                _container_network_mode(state) != network
+                or state["Image"] != image_id
+                or state["Config"]["Labels"].get("clusterforge.lab.dir") != str(self.lab_dir)
+            ):
+                say(f"{node.container} belongs to another network, image or checkout; recreating")
+                run(["docker", "rm", "-f", node.container])
+                state = None
+                (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
+            if state is None:
+                say(f"starting container {node.container}")
+                self._run_container(node, network, nodes, snapshots_mount=node is not apps_node)
+            elif not state["State"]["Running"]:
+                say(f"starting stopped container {node.container}")
+                run(["docker", "start", node.container])
+        if network == "bridge":
+            nodes = [LabNode(n.inventory_name, self._bridge_address(n), 22) for n in nodes]
+            if apps_node:
+                apps_node = LabNode(APPS_HOST, self._bridge_address(apps_node), 22)
+        for node in [*nodes, *([apps_node] if apps_node else [])]:
+            wait_until(
+                f"sshd on {node.inventory_name} ({node.address}:{node.ssh_port})",
+                functools.partial(self._ssh_works, node),
+                timeout_s=120,
+            )
+        return nodes, apps_node
+
+    def remove_apps(self) -> None:
+        """``--no-apps`` on a lab that had them: the services' container goes."""
+        apps = LabNode(APPS_HOST, "", 0)
+        if _container_state(apps.container) is not None:
+            say(f"removing container {apps.container} (--no-apps)")
+            run(["docker", "rm", "-f", apps.container])
+
+    def _ssh_options(self) -> list[str]:
+        return [
+            "-i",
+            str(self.key),
+            "-o",
+            f"UserKnownHostsFile={self.ssh_dir / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=3",
+        ]
+
+    def _ssh_works(self, node: LabNode) -> bool:
+        command = [
+            "ssh",
+            *self._ssh_options(),
+            "-p",
+            str(node.ssh_port),
+            f"root@{node.address}",
+            "true",
+        ]
+        return run(command, check=False).returncode == 0
+
+    # -- inventory and playbook -------------------------------------------------------
+
+    def write_inventory(
+        self,
+        nodes: list[LabNode],
+        *,
+        network: str,
+        mode: str,
+        dashboards_archive: Path | None = None,
+        absent: tuple[str, ...] = (),
+        apps: LabNode | None = None,
+    ) -> None:
+        hosts: dict[str, dict[str, Any]] = {
+            node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
+            for node in nodes
+        }
+        for name in absent:
+            # Scale in: the playbook drains, stops and disables these nodes.
+            hosts[name]["opensearch_node_state"] = "absent"
+        children: dict[str, Any] = {"opensearch": {"hosts": hosts}}
+        if dashboards_archive:
+            # The console runs beside the first node, on its address.
+            children["dashboards"] = {"hosts": {nodes[0].inventory_name: {}}}
+        if apps:
+            apps_host = {
+                apps.inventory_name: {"ansible_host": apps.address, "ansible_port": apps.ssh_port}
+            }
+            children["user_directory"] = {"hosts": apps_host}
+            children["order_service"] = {"hosts": {apps.inventory_name: {}}}
+        inventory = {
+            "all": {
+                "vars": {
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(self.key),
+                    "ansible_ssh_common_args": " ".join(self._ssh_options()[2:]),
+                },
+                "children": children,
+            }
+        }
+        group_vars: dict[str, Any] = {
+            "opensearch_cluster_name": CLUSTER_NAME,
+            "opensearch_security_mode": mode,
+            "opensearch_heap_size": HEAP,
+            "opensearch_distribution_source": "maven",
+            "opensearch_plugins": [dict(plugin) for plugin in LAB_PLUGINS],
+            # Registered on the directory every node mounts at path.repo, so that
+            # playbooks/snapshot.yml and restore.yml work on the lab as they are.
+            "opensearch_snapshot_repository": SNAPSHOT_REPOSITORY,
+        }
+        self._ensure_secrets()
+
+        def lookup(name: str) -> str:
+            path = self.secret_file(name)
+            return "{{ lookup('ansible.builtin.file', '" + str(path) + "') }}"
+
+        if mode != "open":
+            group_vars["opensearch_pki_dir"] = str(self.pki_dir)
+            group_vars["opensearch_ca_passphrase"] = lookup("ca_passphrase")
+            group_vars["opensearch_security_passwords"] = {
+                user: lookup(user) for user in SECURITY_SECRETS
+            }
+        comment = ""
+        if network == "loopback":
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            group_vars["opensearch_limit_nofile"] = hard
+            comment = (
+                "# loopback network: this machine's open-file hard limit cannot be raised, so\n"
+                "# the unit asks for no more than it; OpenSearch on loopback skips the check.\n"
+            )
+        (self.lab_dir / "group_vars").mkdir(parents=True, exist_ok=True)
+        header = "# Written by scripts/up; rewritten on every run.\n"
+        (self.lab_dir / "hosts.yml").write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+        (self.lab_dir / "group_vars" / "opensearch.yml").write_text(
+            header + comment + yaml.safe_dump(group_vars, sort_keys=False)
+        )
+        service_vars = {
+            "user_directory": {
+                "user_directory_host": apps.address if apps else "",
+                "user_directory_port": USER_DIRECTORY_PORT,
+                # The lab's user directory takes writes, so it asks for a token even on
+                # loopback; lab.json names the 0600 file (user_directory_token_file).
+                "user_directory_auth_tokens": [lookup(USER_DIRECTORY_TOKEN)],
+            },
+            "order_service": {
+                "order_service_host": apps.address if apps else "",
+                "order_service_port": ORDERS_PORT,
+            },
+        }
+        for group, variables in service_vars.items():
+            path = self.lab_dir / "group_vars" / f"{group}.yml"
+            if apps:
+                path.write_text(header + yaml.safe_dump(variables, sort_keys=False))
+            else:
+                path.unlink(missing_ok=True)
+        console_vars = self.lab_dir / "group_vars" / "dashboards.yml"
+        if dashboards_archive:
+            console_vars.write_text(
+                header
+                + yaml.safe_dump({"dashboards_archive_path": str(dashboards_archive.resolve())})
+            )
+        else:
+            console_vars.unlink(missing_ok=True)
+
+    def run_playbook(self) -> int:
+        """Run site.yml against the lab; return the total of changed tasks from the recap."""
+        command = [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(self.lab_dir),
+            str(self.repo / "playbooks" / "site.yml"),
+        ]
+        say("running playbooks/site.yml against the lab over SSH")
+        process = subprocess.Popen(  # noqa: S603
+            command,
+            cwd=self.repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "ANSIBLE_CONFIG": str(self.repo / "ansible.cfg")},
+        )
+        assert process.stdout is not None  # noqa: S101 - narrows the type; PIPE always sets it
+        changed = 0
+        in_recap = False
+        for line in process.stdout:
+            sys.stdout.write(line)
+            if line.startswith("PLAY RECAP"):
+                in_recap = True
+            match = re.search(r"\bchanged=(\d+)", line)
+            if in_recap and match:
+                changed += int(match.group(1))
+        if process.wait() != 0:
+            raise LabError("playbooks/site.yml failed; its output is above")
+        return changed
+
+    # -- report -----------------------------------------------------------------------
+
+    def client(self, mode: str) -> LabClient:
+        if mode == "open":
+            return LabClient()
+        return LabClient(
+            ca_cert=self.pki_dir / "ca.pem" if mode == "tls" else None,
+            username=ADMIN_USER,
+            password_file=self.secret_file(ADMIN_USER),
+        )
+
+    def describe(
+        self,
+        nodes: list[LabNode],
+        *,
+        network: str,
+        mode: str,
+        console: bool = False,
+        apps: LabNode | None = None,
+    ) -> dict[str, Any]:
+        scheme = "https" if mode == "tls" else "http"
+        urls = [f"{scheme}://{node.address}:9200" for node in nodes]
+        client = self.client(mode)
+        info = client.get_json(f"{urls[0]}/")
+        health = client.get_json(f"{urls[0]}/_cluster/health")
+        cat_nodes = client.get_json(
+            f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
+        )
+        by_ip = {entry["ip"]: entry for entry in cat_nodes}
+        secured: dict[str, Any] = {}
+        if mode != "open":
+            secured = {
+                "ca_cert": str(self.pki_dir / "ca.pem") if mode == "tls" else None,
+                "pki_dir": str(self.pki_dir),
+                "admin_user": ADMIN_USER,
+                "admin_password_file": str(self.secret_file(ADMIN_USER)),
+            }
+        return {
+            "cluster_name": info["cluster_name"],
+            "version": info["version"]["number"],
+            "mode": mode,
+            "network": network,
+            "health": health["status"],
+            "plugins": [plugin["name"] for plugin in LAB_PLUGINS],
+            "nodes": [
+                {
+                    "name": by_ip.get(node.address, {}).get("name", node.inventory_name),
+                    "url": url,
+                    "address": node.address,
+                    "roles": by_ip.get(node.address, {}).get("node.role", ""),
+                    "cluster_manager": by_ip.get(node.address, {}).get("cluster_manager") == "*",
+                }
+                for node, url in zip(nodes, urls, strict=True)
+            ],
+            "console": f"http://{nodes[0].address}:{console_defaults()['dashboards_port']}"
+            if console
+            else None,
+            **secured,
+            **_service_facts(apps, self.secret_file(USER_DIRECTORY_TOKEN)),
+        }
+
+    def prepare(self) -> str:
+        """A running docker engine, the kernel setting, and the lab image; returns its tag."""
+        ensure_docker_engine()
+        ensure_max_map_count()
+        return ensure_lab_image()
+
+    def up(
+        self,
+        *,
+        network: str | None,
+        mode: str,
+        dashboards_archive: Path | None = None,
+        node_count: int = NODE_COUNT,
+        apps: bool = True,
+    ) -> dict[str, Any]:
+        started = time.monotonic()
+        chosen, reason = choose_network(network)
+        say(f"network mode {chosen}: {reason}")
+        image_tag = self.prepare()
+        existing = self.existing_node_count()
+        # Shrinking keeps the extra nodes running until the playbook has drained them.
+        nodes, apps_node = self.ensure_containers(
+            chosen, image_tag, max(existing, node_count), apps=apps
+        )
+        if not apps:
+            self.remove_apps()
+        extra = nodes[node_count:]
+        if extra:
+            say(
+                f"shrinking the lab from {len(nodes)} to {node_count} node(s): "
+                f"{', '.join(node.inventory_name for node in extra)} marked absent"
+            )
+        elif node_count > existing > 0:
+            say(f"growing the lab from {existing} to {node_count} node(s)")
+        self.write_inventory(
+            nodes,
+            network=chosen,
+            mode=mode,
+            dashboards_archive=dashboards_archive,
+            absent=tuple(node.inventory_name for node in extra),
+            apps=apps_node,
+        )
+        changed = self.run_playbook()
+        if extra:
+            self.remove_containers(extra)
+            nodes = nodes[:node_count]
+            self.write_inventory(
+                nodes,
+                network=chosen,
+                mode=mode,
+                dashboards_archive=dashboards_archive,
+                apps=apps_node,
+            )
+        facts = self.describe(
+            nodes,
+            network=chosen,
+            mode=mode,
+            console=dashboards_archive is not None,
+            apps=apps_node,
+        )
+        facts["changed"] = changed
+        (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
+        _print_summary(facts, elapsed=time.monotonic() - started, lab_dir=self.lab_dir)
+        return facts
+
+    def down(self) -> None:
+        listed = run(["docker", "ps", "-aq", "--filter", "label=clusterforge.lab=1"], check=False)
+        ids = listed.stdout.decode().split()
+        if ids:
+            say(f"removing {len(ids)} lab container(s)")
+            run(["docker", "rm", "-f", *ids])
+        if run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode == 0:
+            run(["docker", "network", "rm", NETWORK_NAME])
+        for stale in ("lab.json", "hosts.yml"):
+            (self.lab_dir / stale).unlink(missing_ok=True)
+        (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
+        say("lab removed; the image and the artifact cache are kept")
+
+
+class LabClient:
+    """A small HTTP client for the lab's summary: the CA and admin credentials by mode."""
+
+    def __init__(
+        self,
+        *,
+        ca_cert: Path | None = None,
+        username: str | None = None,
+        password_file: Path | None = None,
+    ) -> None:
+        self.context = ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else None
+        self.authorization = None
+        if username and password_file:
+            token = f"{username}:{password_file.read_text().strip()}".encode()
+            self.authorization = "Basic " + base64.b64encode(token).decode()
+
+    def get_json(self, url: str) -> Any:
+        if not url.startswith(("http://", "https://")):
+            raise LabError(f"not an HTTP URL: {url}")
+        request = urllib.request.Request(url)  # noqa: S310 - checked just above
+        if self.authorization:
+            request.add_header("Authorization", self.authorization)
+        with urllib.request.urlopen(request, timeout=10, context=self.context) as response:  # noqa: S310
+            return json.loads(response.read())
+
+
+def _service_facts(apps: LabNode | None, token_file: Path) -> dict[str, Any]:
+    """lab.json's ``services`` (base URLs) and ``user_directory_token_file``."""
+    if apps is None:
+        return {"services": {}}
+    return {
+        "services": {
+            "user_directory": f"http://{apps.address}:{USER_DIRECTORY_PORT}",
+            "orders": f"http://{apps.address}:{ORDERS_PORT}",
+        },
+        "user_directory_token_file": str(token_file),
+    }
+
+
+def curl_example(facts: dict[str, Any]) -> str:
+    """How to reach the cluster, without ever printing the password or passing it in argv.
+
+    ``curl -u user:password`` would put the password in the process list of anyone who
+    copies the line, so curl reads its credentials as a config file on stdin (``-K -``),
+    fed by a here-string the shell expands itself: neither curl's nor cat's argv holds it.
+    """
+    url = f"'{facts['nodes'][0]['url']}/_cat/nodes?v'"
+    if facts["mode"] == "open":
+        return f"curl {url}"
+    ca = f"--cacert {facts['ca_cert']} " if facts.get("ca_cert") else ""
+    credentials = f'user = \\"{facts["admin_user"]}:$(cat {facts["admin_password_file"]})\\"'
+    return f'curl {ca}-K - {url} <<< "{credentials}"'
+
+
+def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> None:
+    lines = [
+        "",
+        f"cluster  {facts['cluster_name']}  (OpenSearch {facts['version']}, mode {facts['mode']}, "
+        f"network {facts['network']})",
+        f"health   {facts['health']}",
+    ]
+    for node in facts["nodes"]:
+        manager = "  (cluster manager)" if node["cluster_manager"] else ""
+        lines.append(
+            f"node     {node['name']:<14} {node['url']:<28} roles {node['roles']}{manager}"
+        )
+    if facts.get("console"):
+        sign_in = "" if facts["mode"] == "open" else "; sign in as admin"
+        lines.append(f"console  {facts['console']}  (Dashboards{sign_in})")
+    services = facts.get("services") or {}
+    if "user_directory" in services:
+        lines.append(
+            f"service  user directory  {services['user_directory']}/mock-api/users  "
+            f"(bearer token in {facts['user_directory_token_file']})"
+        )
+    if "orders" in services:
+        lines.append(f"service  orders          {services['orders']}/orders")
+    lines += [
+        f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
+        f"try      {curl_example(facts)}",
+        f"facts    {lab_dir / 'lab.json'}",
+        "teardown scripts/down",
+    ]
+    print("\n".join(lines))

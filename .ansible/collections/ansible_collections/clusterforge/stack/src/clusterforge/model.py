@@ -1,0 +1,795 @@
+"""The typed model of a cluster, built from inventory variables and validated at once.
+
+:func:`build_cluster` takes what the inventory says (cluster-wide variables and each
+node's host variables), reports every problem together in one :class:`InventoryError`,
+and otherwise returns a frozen :class:`Cluster`. Nothing else in the toolkit reads raw
+inventory variables. Their names, types, defaults and constraints are declared once in
+``schema.yml`` (:mod:`clusterforge.schema`); this module checks every value against it,
+refuses undeclared variables of a known prefix, then checks the rules that involve
+several variables.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterforge.errors import InventoryError
+from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
+
+SECURITY_MODES = ("open", "tls", "basic")
+SECURED_MODES = frozenset({"tls", "basic"})
+PREDEFINED_USER_NAMES = ("admin", "kibanaserver", "logstash", "kibana")
+SUBJECT_FIELDS = frozenset({"organizational_unit", "organization", "locality", "state", "country"})
+DISTRIBUTION_SOURCES = ("maven", "tarball", "file")
+CLUSTER_MANAGER_ROLES = frozenset({"cluster_manager", "master"})
+KNOWN_NODE_ROLES = frozenset(
+    {"cluster_manager", "master", "data", "ingest", "remote_cluster_client", "search", "ml"}
+)
+# Above ~32 GiB the JVM loses compressed object pointers and a bigger heap holds less.
+MAX_HEAP_MB = 31 * 1024
+MIN_HEAP_MB = 128
+
+# Settings the model owns; opensearch_extra_settings may not set them behind its back.
+MANAGED_SETTING_PREFIXES = (
+    "cluster.name",
+    "node.",
+    "network.",
+    "http.port",
+    "transport.port",
+    "discovery.",
+    "cluster.initial_",
+    "path.",
+    "http.cors.",
+    "plugins.security.",
+)
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_HEAP = re.compile(r"^(\d+)([mMgG])$")
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def cluster_defaults() -> dict[str, Any]:
+    """The defaults of every variable the model reads, from the schema (one source)."""
+    return load_schema().defaults("cluster", "host")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Where the engine archive comes from."""
+
+    source: str
+    version: str
+    url: str | None = None
+    sha512: str | None = None
+    path: str | None = None
+
+    @property
+    def bundles_jdk(self) -> bool:
+        """The official tarball carries its own JDK; the integ-test zip does not."""
+        return self.source == "tarball"
+
+    @property
+    def bundles_security_plugin(self) -> bool:
+        """The official tarball ships the security plugin installed; the zip has none."""
+        return self.source == "tarball"
+
+    @property
+    def archive_name(self) -> str:
+        suffix = "tar.gz" if self.source == "tarball" else "zip"
+        if self.source == "file" and self.path and self.path.endswith((".tar.gz", ".tgz")):
+            suffix = "tar.gz"
+        return f"opensearch-{self.version}-{self.source}.{suffix}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One OpenSearch node as the inventory describes it."""
+
+    inventory_name: str
+    name: str
+    roles: tuple[str, ...]
+    bind_host: str
+    publish_host: str
+    extra_sans: tuple[str, ...] = ()
+    ansible_host: str | None = None
+
+    @property
+    def subject_alt_names(self) -> tuple[str, ...]:
+        """Every name and address the node is known by, for its certificate."""
+        candidates = (
+            self.inventory_name,
+            self.name,
+            self.ansible_host,
+            self.bind_host,
+            self.publish_host,
+            *self.extra_sans,
+        )
+        return tuple(dict.fromkeys(name for name in candidates if name))
+
+    @property
+    def cluster_manager_eligible(self) -> bool:
+        return bool(CLUSTER_MANAGER_ROLES.intersection(self.roles))
+
+
+PLUGIN_SOURCES = ("build", "maven", "url", "file")
+PLUGIN_STATES = ("present", "absent")
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """One engine plugin of the inventory, from exactly one source."""
+
+    name: str
+    source: str
+    state: str = "present"
+    path: str | None = None  # build: the Maven project folder; file: the zip
+    coordinates: str | None = None  # maven: group:artifact
+    version: str | None = None  # maven: defaults to the engine version
+    url: str | None = None
+    sha512: str | None = None
+
+
+@dataclass(frozen=True)
+class Security:
+    """Non-secret security facts. Passwords and the CA passphrase are validated by
+    :func:`build_cluster` but never kept here: only the actions that need them read them.
+    """
+
+    pki_dir: str
+    ca_cert_path: str | None
+    ca_key_path: str | None
+    cert_subject: Mapping[str, str]
+    renew_within_days: int
+    admin_common_name: str
+    plugin_path: str | None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A whole cluster: every fact the renderer and the roles need, validated."""
+
+    name: str
+    distribution: Distribution
+    security_mode: str
+    heap_size: str
+    jvm_options: tuple[str, ...]
+    http_port: int
+    transport_port: int
+    install_root: str
+    config_dir: str
+    data_path: str
+    log_path: str
+    repo_path: str
+    service_user: str
+    java_home: str
+    limit_nofile: int
+    initial_state_timeout: str
+    cors_enabled: bool
+    cors_allow_origin: str
+    extra_settings: Mapping[str, Any]
+    nodes: tuple[Node, ...]
+    security: Security
+    plugins: tuple[PluginSpec, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+    # Hosts marked opensearch_node_state: absent: drained and stopped, never configured;
+    # every other field (seed hosts, node count, nodes_dn) concerns the present nodes only.
+    removed_nodes: tuple[Node, ...] = field(default=())
+    cors_allow_credentials: bool = True
+
+    @property
+    def version(self) -> str:
+        return self.distribution.version
+
+    @property
+    def install_dir(self) -> str:
+        return f"{self.install_root}/opensearch-{self.version}"
+
+    @property
+    def home(self) -> str:
+        """The `current` symlink: units and tools go through it, so upgrades swap one link."""
+        return f"{self.install_root}/current"
+
+    @property
+    def http_scheme(self) -> str:
+        return "https" if self.security_mode == "tls" else "http"
+
+    @property
+    def secured(self) -> bool:
+        return self.security_mode in SECURED_MODES
+
+    @property
+    def security_init_node(self) -> Node:
+        """The one node that initializes and reloads the security index."""
+        return self.nodes[0]
+
+    def node(self, inventory_name: str) -> Node:
+        for node in self.nodes:
+            if node.inventory_name == inventory_name:
+                return node
+        raise KeyError(inventory_name)
+
+    def http_url(self, node: Node) -> str:
+        return f"{self.http_scheme}://{_url_host(node.publish_host)}:{self.http_port}"
+
+
+def _url_host(host: str) -> str:
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            return f"[{host}]"
+    except ValueError:
+        pass
+    return host
+
+
+def heap_megabytes(heap: str) -> int:
+    """'512m' -> 512, '4g' -> 4096; ValueError when malformed."""
+    match = _HEAP.match(heap)
+    if not match:
+        raise ValueError(heap)
+    amount, unit = int(match.group(1)), match.group(2).lower()
+    return amount * 1024 if unit == "g" else amount
+
+
+class _Problems:
+    """Collects every problem so the operator sees them all in one run."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def _cluster_value(
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    key: str,
+    defaults: Mapping[str, Any],
+    problems: _Problems,
+    *,
+    secret: bool = False,
+) -> Any:
+    """A cluster-wide variable must be equal on every node; report where it is not."""
+    seen: dict[str, list[str]] = {}
+    for inventory_name, host_vars in nodes_vars:
+        value = host_vars.get(key, defaults.get(key))
+        seen.setdefault(repr(value), []).append(inventory_name)
+    if len(seen) > 1:
+        if secret:
+            detail = "; ".join(", ".join(hosts) for hosts in seen.values())
+        else:
+            detail = "; ".join(f"{', '.join(hosts)}: {value}" for value, hosts in seen.items())
+        problems.error(
+            f"{key} differs between nodes ({detail}); it is cluster-wide: set it once in "
+            "group_vars for the whole group"
+        )
+    first = nodes_vars[0][1] if nodes_vars else {}
+    return first.get(key, defaults.get(key))
+
+
+# The heap has a variable of its own; a second -Xms/-Xmx would silently win or lose.
+_HEAP_FLAGS = ("-Xms", "-Xmx", "-XX:MaxHeapSize", "-XX:InitialHeapSize")
+
+
+def _check_jvm_options(raw: Any, problems: _Problems) -> tuple[str, ...]:
+    options: list[str] = []
+    for option in raw or []:
+        text = str(option)
+        # One line of jvm.options.d holds one flag: whitespace would join two in one item.
+        if not text.startswith("-") or any(character.isspace() for character in text):
+            problems.error(
+                f"opensearch_jvm_options item {text!r} is not one JVM flag; write one flag "
+                "per item, starting with '-', e.g. -XX:TieredStopAtLevel=1"
+            )
+        elif text.startswith(_HEAP_FLAGS):
+            problems.error(
+                f"opensearch_jvm_options item {text!r} sets the heap; remove it and set "
+                "opensearch_heap_size instead"
+            )
+        else:
+            options.append(text)
+    return tuple(options)
+
+
+def _check_heap(heap: Any, problems: _Problems) -> None:
+    try:
+        megabytes = heap_megabytes(str(heap))
+    except ValueError:
+        problems.error(
+            f"opensearch_heap_size {heap!r} is malformed; write a whole number with m or g, "
+            "e.g. 512m or 4g"
+        )
+        return
+    if megabytes > MAX_HEAP_MB:
+        problems.error(
+            f"opensearch_heap_size {heap!r} exceeds 31g (compressed oops limit); "
+            "set it to 31g or less"
+        )
+    if megabytes < MIN_HEAP_MB:
+        problems.error(f"opensearch_heap_size {heap!r} is below 128m; set at least 128m")
+
+
+def _build_distribution(value: Callable[[str], Any], problems: _Problems) -> Distribution:
+    source = value("opensearch_distribution_source")
+    version = value("opensearch_version")
+    url = value("opensearch_distribution_url")
+    path = value("opensearch_distribution_path")
+    if source == "file" and not path:
+        problems.error(
+            "opensearch_distribution_source is 'file' but opensearch_distribution_path is "
+            "empty; set it to the archive's path on the control node"
+        )
+    if source == "tarball" and not url:
+        problems.error(
+            "opensearch_distribution_source is 'tarball' but opensearch_distribution_url is "
+            "empty; set it to the tarball's URL (or leave the default)"
+        )
+    if isinstance(url, str) and isinstance(version, str):
+        url = url.replace("{version}", version)
+    return Distribution(
+        source=str(source),
+        version=str(version),
+        url=url or None,
+        sha512=value("opensearch_distribution_sha512") or None,
+        path=path or None,
+    )
+
+
+def _build_node(
+    inventory_name: str, host_vars: Mapping[str, Any], bad: set[str], problems: _Problems
+) -> Node | None:
+    given_name = host_vars.get("opensearch_node_name")
+    name = str(given_name or inventory_name)
+    if not given_name and not _NODE_NAME.match(name):
+        problems.error(
+            f"{inventory_name}: the inventory name {name!r} has characters a node name "
+            "cannot carry; set opensearch_node_name to letters, digits, '.', '_' and '-'"
+        )
+    roles_value = host_vars.get("opensearch_node_roles")
+    if roles_value is None:
+        roles_value = cluster_defaults()["opensearch_node_roles"]
+    if "opensearch_node_roles" in bad:
+        # Already reported; keep the known roles so the eligibility rule stays meaningful.
+        listed = roles_value if isinstance(roles_value, list) else []
+        roles_value = [role for role in listed if role in KNOWN_NODE_ROLES]
+    bind_host = host_vars.get("opensearch_network_host") or host_vars.get("ansible_host")
+    if not bind_host:
+        problems.error(
+            f"{inventory_name}: no address; set ansible_host or opensearch_network_host "
+            "to the address the node listens on"
+        )
+        return None
+    publish_host = host_vars.get("opensearch_publish_host") or bind_host
+    extra_sans = host_vars.get("opensearch_extra_sans") or []
+    if "opensearch_extra_sans" in bad:
+        extra_sans = []
+    return Node(
+        inventory_name=inventory_name,
+        name=name,
+        roles=tuple(str(role) for role in roles_value),
+        bind_host=str(bind_host),
+        publish_host=str(publish_host),
+        extra_sans=tuple(str(san) for san in extra_sans),
+        ansible_host=str(host_vars["ansible_host"]) if host_vars.get("ansible_host") else None,
+    )
+
+
+def plain_data(value: Any) -> Any:
+    """Plain Python values from whatever the caller holds.
+
+    Ansible hands over str, list and dict subclasses that carry its own tags; they must
+    not leak into rendered YAML or into the plan's comparisons.
+    """
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(key): plain_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(item) for item in value]
+    return value
+
+
+# Lists of entries that a builder below checks one by one, with the entry's index in each
+# message; the schema check only makes sure they are lists.
+_CHECKED_ENTRY_BY_ENTRY = frozenset({"opensearch_plugins", "opensearch_security_users"})
+
+
+def _schema_problem(name: str, value: Any) -> str | None:
+    var = load_schema().variables[name]
+    if name in _CHECKED_ENTRY_BY_ENTRY and isinstance(value, list):
+        return None
+    return check_value(var, value)
+
+
+def _check_cluster_values(
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]], problems: _Problems
+) -> tuple[dict[str, Any], set[str]]:
+    """Every cluster-wide value checked against the schema; the names of the bad ones."""
+    defaults = cluster_defaults()
+    values: dict[str, Any] = {}
+    bad: set[str] = set()
+    for var in load_schema().of_scope("cluster"):
+        if not var.name.startswith("opensearch_"):
+            continue
+        raw = _cluster_value(nodes_vars, var.name, defaults, problems, secret=var.secret)
+        values[var.name] = raw
+        if raw is None:
+            continue
+        problem = _schema_problem(var.name, raw)
+        if problem:
+            problems.error(problem)
+            bad.add(var.name)
+    return values, bad
+
+
+def _check_host_values(
+    inventory_name: str, host_vars: Mapping[str, Any], problems: _Problems
+) -> set[str]:
+    """The per-host variables checked against the schema; the names of the bad ones."""
+    bad: set[str] = set()
+    for var in load_schema().of_scope("host", "role"):
+        raw = host_vars.get(var.name)
+        if raw is None or not var.name.startswith("opensearch_"):
+            continue
+        problem = _schema_problem(var.name, raw)
+        if problem:
+            problems.error(f"{inventory_name}: {problem}")
+            bad.add(var.name)
+    return bad
+
+
+def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluster:
+    """Build and validate the cluster from (inventory name, host variables) pairs.
+
+    Raises InventoryError listing every problem found; warnings ride on the result.
+    """
+    nodes_vars = [(str(name), plain_data(host_vars)) for name, host_vars in nodes_vars]
+    problems = _Problems()
+    if not nodes_vars:
+        raise InventoryError(
+            ["the inventory group 'opensearch' is empty; add at least one host to it"]
+        )
+    for problem in unknown_variables(nodes_vars):
+        problems.error(problem)
+    values, bad = _check_cluster_values(nodes_vars, problems)
+    defaults = cluster_defaults()
+
+    def value(key: str) -> Any:
+        """The checked value; a bad one (already reported) falls back to the default."""
+        return defaults.get(key) if key in bad else values.get(key)
+
+    distribution = _build_distribution(value, problems)
+    security_mode = str(value("opensearch_security_mode"))
+    heap_size = str(value("opensearch_heap_size"))
+    _check_heap(heap_size, problems)
+    jvm_options = _check_jvm_options(value("opensearch_jvm_options"), problems)
+    http_port = as_int(value("opensearch_http_port")) or 0
+    transport_port = as_int(value("opensearch_transport_port")) or 0
+    if http_port == transport_port:
+        problems.error(
+            f"opensearch_http_port and opensearch_transport_port are both {http_port}; "
+            "give them different ports (default 9200 and 9300)"
+        )
+    extra_settings = value("opensearch_extra_settings") or {}
+    for key in sorted(extra_settings):
+        if str(key).startswith(MANAGED_SETTING_PREFIXES):
+            problems.error(
+                f"opensearch_extra_settings sets {key!r}, which clusterforge manages; "
+                "remove it and set the matching opensearch_* variable instead"
+            )
+    cors_enabled = bool(value("opensearch_cors_enabled"))
+    cors_allow_origin = str(value("opensearch_cors_allow_origin"))
+    cors_allow_credentials = bool(value("opensearch_cors_allow_credentials"))
+    if cors_enabled and cors_allow_credentials and cors_allow_origin.strip() == "*":
+        problems.error(
+            "opensearch_cors_allow_origin is '*' while opensearch_cors_allow_credentials is "
+            "true: any web page could use a signed-in browser's credentials; set "
+            "opensearch_cors_allow_origin to the console's origin, e.g. "
+            "https://console.example.internal, or set opensearch_cors_allow_credentials: false"
+        )
+
+    security = _build_security(value, problems)
+    _check_users(value("opensearch_security_users") or [], problems)
+    _check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
+    plugins = _build_plugins(value("opensearch_plugins"), problems)
+    nodes: list[Node] = []
+    roles_bad = False
+    for name, host_vars in nodes_vars:
+        host_bad = _check_host_values(name, host_vars, problems)
+        roles_bad = roles_bad or "opensearch_node_roles" in host_bad
+        node = _build_node(name, host_vars, host_bad, problems)
+        if node:
+            nodes.append(node)
+    _check_uniqueness(nodes, problems)
+    absent = {
+        name for name, host_vars in nodes_vars if host_vars.get("opensearch_node_state") == "absent"
+    }
+    removed_nodes = [node for node in nodes if node.inventory_name in absent]
+    nodes = [node for node in nodes if node.inventory_name not in absent]
+    if removed_nodes and not nodes:
+        problems.error(
+            "every host of the group 'opensearch' has opensearch_node_state: absent; keep at "
+            "least one node present (remove a whole cluster by stopping its hosts instead)"
+        )
+    eligible = [node for node in nodes if node.cluster_manager_eligible]
+    if nodes and not eligible and not roles_bad:
+        problems.error(
+            "no node is cluster-manager-eligible; add cluster_manager to "
+            "opensearch_node_roles of one or three nodes"
+        )
+    elif len(eligible) % 2 == 0 and eligible:
+        problems.warn(
+            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
+            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
+        )
+
+    if problems.errors:
+        raise InventoryError(problems.errors)
+    return Cluster(
+        name=str(value("opensearch_cluster_name")),
+        distribution=distribution,
+        security_mode=security_mode,
+        heap_size=heap_size,
+        jvm_options=jvm_options,
+        http_port=http_port,
+        transport_port=transport_port,
+        install_root=str(value("opensearch_install_root")),
+        config_dir=str(value("opensearch_config_dir")),
+        data_path=str(value("opensearch_data_path")),
+        log_path=str(value("opensearch_log_path")),
+        repo_path=str(value("opensearch_repo_path")),
+        service_user=str(value("opensearch_service_user")),
+        java_home=str(value("opensearch_java_home")),
+        limit_nofile=as_int(value("opensearch_limit_nofile")) or 0,
+        initial_state_timeout=str(value("opensearch_discovery_initial_state_timeout")),
+        cors_enabled=cors_enabled,
+        cors_allow_origin=cors_allow_origin,
+        cors_allow_credentials=cors_allow_credentials,
+        extra_settings=dict(extra_settings),
+        nodes=tuple(nodes),
+        removed_nodes=tuple(removed_nodes),
+        security=security,
+        plugins=plugins,
+        warnings=tuple(problems.warnings),
+    )
+
+
+def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:
+    by_name: dict[str, list[str]] = {}
+    by_address: dict[str, list[str]] = {}
+    for node in nodes:
+        by_name.setdefault(node.name, []).append(node.inventory_name)
+        by_address.setdefault(node.publish_host, []).append(node.inventory_name)
+    for name, hosts in by_name.items():
+        if len(hosts) > 1:
+            problems.error(
+                f"node name {name!r} is used by {', '.join(hosts)}; node names must be unique: "
+                "set opensearch_node_name per host"
+            )
+    for address, hosts in by_address.items():
+        if len(hosts) > 1:
+            problems.error(
+                f"address {address} is published by {', '.join(hosts)}; each node needs its "
+                "own address: set ansible_host or opensearch_publish_host per host"
+            )
+
+
+def _build_security(value: Callable[[str], Any], problems: _Problems) -> Security:
+    subject = value("opensearch_cert_subject") or {}
+    if set(subject) - SUBJECT_FIELDS:
+        problems.error(
+            "opensearch_cert_subject must be a mapping with only the keys "
+            f"{', '.join(sorted(SUBJECT_FIELDS))}"
+        )
+        subject = {}
+    country = subject.get("country", "")
+    if country and (len(str(country)) != 2 or not str(country).isalpha()):
+        problems.error(
+            f"opensearch_cert_subject.country {country!r} is not a two-letter country code; "
+            "set e.g. US or DE"
+        )
+    ca_cert = value("opensearch_ca_cert_path") or None
+    ca_key = value("opensearch_ca_key_path") or None
+    if bool(ca_cert) != bool(ca_key):
+        problems.error(
+            "only one of opensearch_ca_cert_path and opensearch_ca_key_path is set; "
+            "set both to use your own CA, or neither to let clusterforge make one"
+        )
+    return Security(
+        pki_dir=str(value("opensearch_pki_dir") or ""),
+        ca_cert_path=ca_cert,
+        ca_key_path=ca_key,
+        cert_subject={str(key): str(item) for key, item in subject.items()},
+        renew_within_days=as_int(value("opensearch_cert_renew_within_days")) or 0,
+        admin_common_name=str(value("opensearch_admin_cert_common_name")),
+        plugin_path=value("opensearch_security_plugin_path") or None,
+    )
+
+
+USER_KEYS = ("name", "password", "backend_roles", "description")
+_USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+
+
+def _check_users(users: Any, problems: _Problems) -> None:
+    """The inventory's own users, in every mode: shape, names, and no predefined name."""
+    if not isinstance(users, list):
+        return  # reported by the schema check
+    seen: set[str] = set()
+    for index, user in enumerate(users):
+        where = f"opensearch_security_users[{index}]"
+        if not isinstance(user, Mapping):
+            problems.error(f"{where} must be a mapping {{name, password, backend_roles}}")
+            continue
+        unknown = sorted(set(user) - set(USER_KEYS))
+        if unknown:
+            problems.error(
+                f"{where} has unknown key(s) {', '.join(unknown)}; "
+                f"the keys are {', '.join(USER_KEYS)}"
+            )
+        name = user.get("name")
+        if not isinstance(name, str) or not _USER_NAME.match(name):
+            problems.error(
+                f"{where} needs a name of letters, digits, '.', '_', '@' and '-', "
+                "e.g. name: reporting"
+            )
+        elif name in PREDEFINED_USER_NAMES:
+            problems.error(
+                f"{where} is the reserved predefined user {name!r}; choose another name, "
+                "and set the predefined users' passwords in opensearch_security_passwords"
+            )
+        elif name in seen:
+            problems.error(f"{where}: user {name!r} is listed twice; keep one entry")
+        else:
+            seen.add(name)
+        roles = user.get("backend_roles", [])
+        if roles is not None and (
+            not isinstance(roles, list) or not all(isinstance(role, str) for role in roles)
+        ):
+            problems.error(f"{where}.backend_roles must be a list of role names")
+
+
+def _check_passwords(
+    value: Callable[[str], Any], security_mode: str, mode_bad: bool, problems: _Problems
+) -> None:
+    """Secured modes refuse missing, empty and well-known passwords (values never echoed)."""
+    from clusterforge.hashing import PasswordRejectedError, check_password_allowed
+
+    passwords = value("opensearch_security_passwords") or {}
+    unknown = sorted(str(name) for name in passwords if name not in PREDEFINED_USER_NAMES)
+    if unknown:
+        problems.error(
+            f"opensearch_security_passwords has {', '.join(unknown)}, which is not a predefined "
+            f"user ({', '.join(PREDEFINED_USER_NAMES)}); put other users in "
+            "opensearch_security_users with their password"
+        )
+    if mode_bad or security_mode not in SECURED_MODES:
+        return
+    candidates: list[tuple[str, Any, str]] = [
+        (name, passwords.get(name), f"opensearch_security_passwords.{name}")
+        for name in PREDEFINED_USER_NAMES
+    ]
+    users = value("opensearch_security_users") or []
+    for index, user in enumerate(users if isinstance(users, list) else []):
+        if isinstance(user, Mapping) and isinstance(user.get("name"), str):
+            if user["name"] in PREDEFINED_USER_NAMES:
+                continue  # reported by _check_users
+            candidates.append(
+                (user["name"], user.get("password"), f"opensearch_security_users[{index}].password")
+            )
+    for name, password, setting in candidates:
+        if password is None:
+            problems.error(
+                f"{setting} is not set; secured modes need a password for user {name!r} "
+                "(keep it in an ansible-vault file)"
+            )
+            continue
+        try:
+            check_password_allowed(name, str(password), setting=setting)
+        except PasswordRejectedError as error:
+            problems.error(str(error))
+
+
+_PLUGIN_REQUIRED_FIELDS = {
+    "build": ("path",),
+    "maven": ("coordinates",),
+    "url": ("url",),
+    "file": ("path",),
+}
+PLUGIN_KEYS = ("name", "source", "state", "path", "coordinates", "version", "url", "sha512")
+_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_COORDINATES = re.compile(r"^[A-Za-z0-9._-]+:[A-Za-z0-9._-]+$")
+_SHA512 = re.compile(r"^[0-9A-Fa-f]{128}$")
+
+
+def _check_plugin_fields(where: str, entry: Mapping[str, Any], problems: _Problems) -> None:
+    unknown = sorted(str(key) for key in entry if key not in PLUGIN_KEYS)
+    if unknown:
+        problems.error(
+            f"{where} has unknown key(s) {', '.join(unknown)}; the keys are "
+            f"{', '.join(PLUGIN_KEYS)}"
+        )
+    checks = (
+        ("version", _VERSION, "major.minor.patch, e.g. 2.19.4"),
+        ("coordinates", _COORDINATES, "group:artifact, e.g. org.opensearch.plugin:analysis-icu"),
+        ("sha512", _SHA512, "128 hexadecimal digits"),
+    )
+    for key, pattern, hint in checks:
+        given = entry.get(key)
+        if given not in (None, "") and not (isinstance(given, str) and pattern.match(given)):
+            problems.error(f"{where}.{key} {given!r} is malformed; write {hint}")
+    url = entry.get("url")
+    if url not in (None, "") and not (
+        isinstance(url, str) and re.match(r"^(https?|file)://\S+$", url)
+    ):
+        problems.error(f"{where}.url {url!r} is not an http(s):// or file:// URL; fix it")
+
+
+def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
+    if raw in (None, "") or not isinstance(raw, list):
+        return ()  # a non-list is reported by the schema check
+    plugins: list[PluginSpec] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(raw):
+        where = f"opensearch_plugins[{index}]"
+        if not isinstance(entry, Mapping):
+            problems.error(
+                f"{where} must be a mapping, e.g. {{name: analysis-smartcn, source: build, "
+                "path: engine-plugins/analysis-smartcn}}"
+            )
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not _PLUGIN_NAME.match(name):
+            problems.error(f"{where} needs a name, e.g. {{name: analysis-smartcn, source: build}}")
+            continue
+        _check_plugin_fields(f"{where} ({name})", entry, problems)
+        if name in seen:
+            problems.error(f"{where}: plugin {name!r} is listed twice; keep one entry")
+        seen.add(name)
+        state = entry.get("state", "present")
+        if state not in PLUGIN_STATES:
+            problems.error(f"{where} ({name}): state {state!r} is unknown; use present or absent")
+            continue
+        source = str(entry.get("source", "" if state == "present" else "file"))
+        if state == "present":
+            if source not in PLUGIN_SOURCES:
+                problems.error(
+                    f"{where} ({name}): source {source!r} is unknown; choose one of "
+                    f"{', '.join(PLUGIN_SOURCES)}"
+                )
+            else:
+                missing = [key for key in _PLUGIN_REQUIRED_FIELDS[source] if not entry.get(key)]
+                if missing:
+                    problems.error(
+                        f"{where} ({name}): source {source} needs {', '.join(missing)}; set it"
+                    )
+            if source == "url" and entry.get("url") and not entry.get("sha512"):
+                problems.warn(
+                    f"{where} ({name}): no sha512 given; the .sha512 published beside the URL "
+                    "is used"
+                )
+        plugins.append(
+            PluginSpec(
+                name=name,
+                source=source,
+                state=str(state),
+                path=str(entry["path"]) if entry.get("path") else None,
+                coordinates=str(entry["coordinates"]) if entry.get("coordinates") else None,
+                version=str(entry["version"]) if entry.get("version") else None,
+                url=str(entry["url"]) if entry.get("url") else None,
+                sha512=str(entry["sha512"]) if entry.get("sha512") else None,
+            )
+        )
+    return tuple(plugins)

@@ -1,0 +1,648 @@
+"""The plan: everything the hosts get, computed from the inventory alone.
+
+:func:`build_plan` is the one function behind both the ``clusterforge_plan`` action
+(playbooks/plan.yml) and ``scripts/render``. It holds the validated model, the fetched
+and checked artifacts, the PKI, the security files, the console, the rollout (which
+nodes restart, in which order, and the refusal of a downgrade) and the seam where the
+services' settings will be added (``services``).
+
+It also decides the order service's delivery into the cluster (``orders_search``,
+clusterforge.orders_search): the user and roles go into the security files, the index
+template into ``orders_search``, and the settings into ``services``; the user's password
+goes only into the service's settings file, which its role writes.
+
+Nothing secret is in the plan: passwords are validated and turned into bcrypt hashes
+here, and the CA passphrase only unlocks the CA key in memory. The security files hold
+hashes, so whoever shows the plan withholds them (:func:`host_files` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterforge import services_plan
+from clusterforge.artifacts import fetch_engine
+from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
+from clusterforge.cluster_security import render_cluster_security
+from clusterforge.console import (
+    CONFIG_FILE,
+    UNIT_NAME,
+    build_consoles,
+    console_settings,
+    plan_consoles,
+    render_console_config,
+    render_console_unit,
+)
+from clusterforge.errors import ClusterforgeError, InventoryError
+from clusterforge.model import (
+    CLUSTER_MANAGER_ROLES,
+    PREDEFINED_USER_NAMES,
+    Cluster,
+    build_cluster,
+    heap_megabytes,
+    plain_data,
+)
+from clusterforge.orders_search import (
+    DISABLED,
+    USERNAME_VARIABLE,
+    OrdersSearch,
+    plan_for_cluster,
+    security_additions,
+)
+from clusterforge.pki import CA_PASSPHRASE_ENV
+from clusterforge.plugins import fetch_plugin, fetch_security_plugin
+from clusterforge.render import (
+    ADMIN_CERT_FILE,
+    ADMIN_KEY_FILE,
+    NODE_CA_FILE,
+    NODE_CERT_FILE,
+    NODE_KEY_FILE,
+    NODE_TLS_LINK,
+    render_node_files,
+)
+from clusterforge.services_plan import plan_services, service_hosts_variables
+from clusterforge.snapshots import plan_snapshots
+
+DATA_ROLES = frozenset({"data"})
+CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
+
+
+def cluster_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any]:
+    """The cluster-wide facts the roles use, as plain data."""
+    return {
+        "name": cluster.name,
+        "version": cluster.version,
+        "security_mode": cluster.security_mode,
+        "secured": cluster.secured,
+        "http_scheme": cluster.http_scheme,
+        "http_port": cluster.http_port,
+        "heap_megabytes_required": heap_megabytes(cluster.heap_size),
+        "install_root": cluster.install_root,
+        "install_dir": cluster.install_dir,
+        "home": cluster.home,
+        "config_dir": cluster.config_dir,
+        "data_path": cluster.data_path,
+        "log_path": cluster.log_path,
+        "repo_path": cluster.repo_path,
+        "service_user": cluster.service_user,
+        "java_home": cluster.java_home,
+        "distribution": dataclasses.asdict(cluster.distribution),
+        "archive_name": cluster.distribution.archive_name,
+        "needs_system_java": not cluster.distribution.bundles_jdk,
+        "bundles_security_plugin": cluster.distribution.bundles_security_plugin,
+        "security_plugin_path": cluster.security.plugin_path,
+        "security_init_node": cluster.security_init_node.inventory_name,
+        "plugins": [dataclasses.asdict(plugin) for plugin in cluster.plugins],
+        "node_count": len(cluster.nodes),
+        "nodes": [
+            {
+                "name": node.name,
+                "inventory_name": node.inventory_name,
+                "url": cluster.http_url(node),
+            }
+            for node in cluster.nodes
+        ],
+        "pki": _pki_facts(cluster, pki),
+    }
+
+
+def _pki_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any] | None:
+    if pki is None:
+        return None
+    on_node = cluster.config_dir
+    return {
+        "dir": pki.pki_dir,
+        "ca_cert": pki.ca_cert_path,
+        "admin_cert": pki.admin.cert_path,
+        "admin_key": pki.admin.key_path,
+        "admin_dn": pki.admin_dn,
+        "nodes_dn": pki.nodes_dn,
+        # Nodes load renewed certificates without a restart (render.HOT_RELOAD_SETTING).
+        "hot_reload": True,
+        "on_node": {
+            "tls_link": f"{on_node}/{NODE_TLS_LINK}",
+            "ca_cert": f"{on_node}/{NODE_CA_FILE}",
+            "node_cert": f"{on_node}/{NODE_CERT_FILE}",
+            "node_key": f"{on_node}/{NODE_KEY_FILE}",
+            "admin_cert": f"{on_node}/{ADMIN_CERT_FILE}",
+            "admin_key": f"{on_node}/{ADMIN_KEY_FILE}",
+        },
+        "changed": pki.ca_changed
+        or pki.admin.changed
+        or any(node.changed for node in pki.nodes.values()),
+        "expiry_days": {
+            "admin": pki.admin.days_left,
+            **{name: node.days_left for name, node in pki.nodes.items()},
+        },
+    }
+
+
+def _fetch_artifacts(cluster: Cluster, project_root: Path) -> dict[str, Any]:
+    """The engine, the security plugin and every plugin, in the control node's cache, each
+    plugin's descriptor checked against the engine version."""
+    engine = fetch_engine(cluster.distribution)
+    security_plugin = None
+    if not cluster.distribution.bundles_security_plugin:
+        security_plugin = fetch_security_plugin(cluster.version, cluster.security.plugin_path)
+    plugins: list[dict[str, Any]] = []
+    fetched_any = engine.fetched or bool(security_plugin and security_plugin.fetched)
+    for spec in cluster.plugins:
+        if spec.state == "absent":
+            plugins.append({"name": spec.name, "state": "absent"})
+            continue
+        artifact, descriptor = fetch_plugin(
+            spec,
+            engine_version=cluster.version,
+            engine_archive=engine.path,
+            project_root=project_root,
+        )
+        fetched_any = fetched_any or artifact.fetched
+        plugins.append(
+            {
+                "name": spec.name,
+                "state": "present",
+                "path": str(artifact.path),
+                "version": descriptor.version,
+            }
+        )
+    return {
+        "engine": str(engine.path),
+        "security_plugin": str(security_plugin.path) if security_plugin else None,
+        "plugins": plugins,
+        "fetched": fetched_any,
+    }
+
+
+def ca_passphrase(first_host_vars: Mapping[str, Any]) -> bytes | None:
+    """The CA passphrase: the (vaulted) variable, else the environment."""
+    value = first_host_vars.get(CA_PASSPHRASE_VARIABLE) or os.environ.get(CA_PASSPHRASE_ENV)
+    return str(value).encode() if value else None
+
+
+class DowngradeRefusedError(ClusterforgeError):
+    """A node runs a newer engine than the inventory names; the message lists every node."""
+
+
+# The security plugin's config directory on a node, relative to the config directory.
+SECURITY_CONFIG_SUBDIR = "opensearch-security"
+SECURITY_PASSWORDS_VARIABLE = "opensearch_security_passwords"
+SECURITY_USERS_VARIABLE = "opensearch_security_users"
+_WITHHELD = "<withheld: a bcrypt hash; the hosts get the real one>"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split(".") if part.isdigit())
+
+
+def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What the nodes report decides the rollout: first start, a mode switch, upgrades,
+    the restart order (the elected cluster manager last), and a downgrade refused.
+
+    ``observed`` maps inventory names to what a read-only look at each node found
+    (playbooks/plan.yml): ``version`` (what ``GET /`` answered, or None), ``active``
+    (the service runs), ``formed`` (the node's formed marker exists), ``security_mode``
+    (the mode marker's content, or None) and ``cluster_manager`` (the elected cluster
+    manager's node name, as that node sees it, or None). A node nobody observed is new.
+    """
+    problems = []
+    nodes: dict[str, Any] = {}
+    manager_names = set()
+    for node in cluster.nodes:
+        seen = observed.get(node.inventory_name) or {}
+        running_version = seen.get("version") or None
+        if running_version and _version_key(str(running_version)) > _version_key(cluster.version):
+            problems.append(
+                f"{node.inventory_name} runs OpenSearch {running_version}, newer than "
+                f"opensearch_version {cluster.version}. Downgrades are refused: an index "
+                "written by a newer version cannot be read by an older one. Set "
+                f"opensearch_version to {running_version} or later."
+            )
+        if seen.get("cluster_manager"):
+            manager_names.add(str(seen["cluster_manager"]))
+        active = bool(seen.get("active"))
+        nodes[node.inventory_name] = {
+            "active": active,
+            "running_version": running_version,
+            "upgrade": bool(active and running_version and running_version != cluster.version),
+        }
+    if problems:
+        raise DowngradeRefusedError("\n".join(problems))
+    mode_switch = any(
+        (observed.get(node.inventory_name) or {}).get("security_mode") not in (None, "")
+        and str((observed.get(node.inventory_name) or {}).get("security_mode")).strip()
+        != cluster.security_mode
+        for node in cluster.nodes
+    )
+    manager = next(
+        (node.inventory_name for node in cluster.nodes if node.name in manager_names),
+        cluster.nodes[-1].inventory_name,
+    )
+    order = [node.inventory_name for node in cluster.nodes if node.inventory_name != manager]
+    return {
+        # Any node's marker means the cluster exists: new nodes then join it and never
+        # carry cluster.initial_cluster_manager_nodes.
+        "first_start": not any(
+            (observed.get(node.inventory_name) or {}).get("formed") for node in cluster.nodes
+        ),
+        # Nodes with and without transport TLS cannot talk to each other, so a mode switch
+        # restarts every node at once (a full cluster restart), never one at a time.
+        "mode_switch": mode_switch,
+        "restart_order": [*order, manager],
+        "nodes": nodes,
+    }
+
+
+def _security_files(
+    first_host_vars: Mapping[str, Any],
+    pki: ClusterPki | None,
+    orders_search: OrdersSearch | None = None,
+) -> dict[str, Any] | None:
+    if pki is None:
+        return None
+    users = list(plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []))
+    roles: dict[str, Any] = {}
+    role_mappings: dict[str, Any] = {}
+    if orders_search is not None:
+        taken = {str(user.get("name")) for user in users if isinstance(user, Mapping)}
+        if orders_search.username in taken | set(PREDEFINED_USER_NAMES):
+            raise InventoryError(
+                [
+                    f"{orders_search.username!r} is the order service's user "
+                    f"({USERNAME_VARIABLE}) and also a user of opensearch_security_users or a "
+                    f"predefined user; set {USERNAME_VARIABLE} to another name"
+                ]
+            )
+        additions = security_additions(orders_search)
+        users.append(additions["user"])
+        roles = additions["roles"]
+        role_mappings = additions["role_mappings"]
+    return render_cluster_security(
+        pki_dir=Path(pki.pki_dir),
+        passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
+        users=users,
+        roles=roles,
+        role_mappings=role_mappings,
+    )
+
+
+def _consoles_unfetched(
+    cluster: Cluster, consoles_vars: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The console hosts' files without their archive (a review does not download it)."""
+    return {
+        console.inventory_name: {
+            "url": console.url,
+            "config_dir": console.config_dir,
+            "config_file": f"{console.config_dir}/{CONFIG_FILE}",
+            "settings": console_settings(cluster, console),
+            "unit": render_console_unit(cluster, console),
+        }
+        for console in build_consoles(consoles_vars)
+    }
+
+
+# The top-level sections of a plan (build_plan's keys): what with_observed keeps of a
+# registered result, which also carries Ansible's own keys (changed, failed, ...).
+PLAN_SECTIONS = (
+    "cluster",
+    "model_warnings",
+    "artifacts",
+    "security",
+    "orders_search",
+    "consoles",
+    "rollout",
+    "removal",
+    "services",
+    "snapshots",
+    "nodes",
+)
+
+
+def build_plan(
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    inventory_dir: Path | None = None,
+    consoles_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    observed: Mapping[str, Mapping[str, Any]] | None = None,
+    project_root: Path | None = None,
+    fetch: bool = True,
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
+) -> dict[str, Any]:
+    """Everything the hosts get, from the inventory (and what the nodes report they run).
+
+    ``fetch=False`` leaves the archives alone (``scripts/render`` reviews files; it does
+    not download engines). ``services_vars`` maps each service's group
+    (``user_directory``, ``order_service``) to its hosts' variables: their settings are
+    validated by the services' own settings models (clusterforge.services_plan), and the
+    plan's ``services`` section holds them without their secrets; the service roles
+    write the secret-bearing file themselves, with no_log.
+    """
+    cluster = build_cluster(nodes_vars)
+    orders_search = plan_for_cluster(
+        cluster,
+        service_hosts_variables(
+            "order_service",
+            (services_vars or {}).get("order_service") or [],
+            checkout=project_root or services_plan.DEFAULT_PROJECT_ROOT,
+        ),
+        inventory_dir=inventory_dir or Path.cwd(),
+    )
+    services = _plan_services(services_vars or {}, project_root, orders_search)
+    snapshots = plan_snapshots(cluster, nodes_vars[0][1])
+    pki = None
+    if cluster.secured:
+        pki = ensure_cluster_pki(
+            cluster,
+            pki_dir=resolve_pki_dir(cluster, inventory_dir or Path.cwd()),
+            passphrase=ca_passphrase(nodes_vars[0][1]),
+        )
+    if fetch:
+        consoles = plan_consoles(cluster, consoles_vars)
+        artifacts = _fetch_artifacts(cluster, project_root or Path.cwd())
+    else:
+        consoles = _consoles_unfetched(cluster, consoles_vars)
+        artifacts = None
+    return {
+        "cluster": cluster_facts(cluster, pki),
+        "model_warnings": list(cluster.warnings),
+        "artifacts": artifacts,
+        "security": _security_files(nodes_vars[0][1], pki, orders_search),
+        # Order delivery (docs/orders-search.md): the index template, the user's name and
+        # the CA bundle the order_service role copies; never the password.
+        "orders_search": orders_search.public() if orders_search else dict(DISABLED),
+        "consoles": consoles,
+        "rollout": plan_rollout(cluster, observed or {}),
+        "removal": plan_removal(cluster, observed or {}),
+        "services": services,
+        "snapshots": snapshots,
+        "nodes": {
+            node.inventory_name: {
+                "name": node.name,
+                "roles": list(node.roles),
+                "url": cluster.http_url(node),
+                "files": render_node_files(cluster, node, pki),
+                "tls": None
+                if pki is None
+                else {
+                    "cert": pki.nodes[node.inventory_name].cert_path,
+                    "key": pki.nodes[node.inventory_name].key_path,
+                    "serial": pki.nodes[node.inventory_name].serial,
+                    "generation": (pki.generations or {}).get(node.inventory_name, ""),
+                },
+            }
+            for node in cluster.nodes
+        },
+    }
+
+
+def with_observed(
+    plan: Mapping[str, Any],
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    observed: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    """``plan`` (a :func:`build_plan` result) with its rollout and removal decided again
+    from what the nodes report; everything else is kept as it was planned.
+
+    playbooks/plan.yml plans before it looks at the nodes (the look needs the plan's
+    paths and URLs) and decides the rollout after. Only the rollout and the removal read
+    ``observed``, so the second step rebuilds the model and nothing else: the rest of a
+    plan costs seconds (a bcrypt check per security user), and no fact moves back.
+    """
+    cluster = build_cluster(nodes_vars)
+    return {
+        **{section: plan[section] for section in PLAN_SECTIONS},
+        "rollout": plan_rollout(cluster, observed),
+        "removal": plan_removal(cluster, observed),
+    }
+
+
+def _plan_services(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    project_root: Path | None,
+    orders_search: OrdersSearch | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every service host's settings, secrets left out: ``{host: {service: planned}}``."""
+    hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
+    if not any(hosts_by_group.values()):
+        return {}
+    hostvars: dict[str, dict[str, Any]] = {}
+    for hosts in services_vars.values():
+        for host, variables in hosts:
+            hostvars.setdefault(host, {}).update(variables)
+    planned = plan_services(
+        hosts_by_group,
+        hostvars,
+        checkout=project_root or services_plan.DEFAULT_PROJECT_ROOT,
+        orders_search=orders_search,
+    )
+    return {
+        host: {service: settings.as_dict() for service, settings in by_service.items()}
+        for host, by_service in planned.items()
+    }
+
+
+def _withhold_hashes(internal_users: str) -> str:
+    document = yaml.safe_load(internal_users) or {}
+    for name, entry in document.items():
+        if name != "_meta" and isinstance(entry, dict) and "hash" in entry:
+            entry["hash"] = _WITHHELD
+    return str(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+
+
+def host_files(plan: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """For every host, the files it gets (path relative to its config directory, or the
+    unit's name), secrets left out: no private key, no password, no bcrypt hash.
+
+    opensearch.yml is the file the node holds after the cluster formed (the first start's
+    variant only adds cluster.initial_cluster_manager_nodes; it is written beside it).
+    """
+    cluster = plan["cluster"]
+    pki = cluster["pki"]
+    out: dict[str, dict[str, str]] = {}
+    for host, node in plan["nodes"].items():
+        files = {
+            "opensearch.yml": node["files"]["opensearch.yml"],
+            "opensearch.first-start.yml": node["files"]["opensearch.first-start.yml"],
+            "jvm.options.d/heap.options": node["files"]["heap.options"],
+            "opensearch.service": node["files"]["opensearch.service"],
+        }
+        if pki is not None:
+            files[NODE_CA_FILE] = Path(pki["ca_cert"]).read_text()
+            files[NODE_CERT_FILE] = Path(node["tls"]["cert"]).read_text()
+            if host == cluster["security_init_node"]:
+                files[ADMIN_CERT_FILE] = Path(pki["admin_cert"]).read_text()
+        security = plan.get("security")
+        if security is not None:
+            for name, content in security["files"].items():
+                if name == "internal_users.yml":
+                    content = _withhold_hashes(content)
+                files[f"{SECURITY_CONFIG_SUBDIR}/{name}"] = content
+        out[host] = files
+    for host, console in plan["consoles"].items():
+        files = out.setdefault(host, {})
+        # Without opensearch.password: the role adds it, the review copy never has it.
+        files[CONFIG_FILE] = render_console_config(console["settings"], None)
+        files[UNIT_NAME] = console["unit"]
+    for host, by_service in plan.get("services", {}).items():
+        files = out.setdefault(host, {})
+        for settings in by_service.values():
+            files[settings["file_name"]] = settings["public_content"]
+    return out
+
+
+def restart_reasons(
+    plan: Mapping[str, Any], host: str, changes: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Why a node restarts in the rolling play: the changes recorded for it this run and
+    a pending upgrade. A node that was not running started with its new files already,
+    and a mode switch restarted every node at once, so neither restarts here."""
+    rollout = plan["rollout"]
+    node = rollout["nodes"][host]
+    if not node["active"] or rollout["mode_switch"]:
+        return []
+    # With hot reload the node loads new certificate files by itself (roles/certificates
+    # swaps them in whole); they are no reason to restart. A change recorded with
+    # restart: false (seed hosts only, read at start) is shown, never restarted for.
+    reloadable = {"certificates"} if (plan["cluster"].get("pki") or {}).get("hot_reload") else set()
+    reasons = [
+        str(change["reason"])
+        for change in changes
+        if change.get("host") == host
+        and change.get("restart", True)
+        and change.get("reason") not in reloadable
+    ]
+    if node["upgrade"]:
+        reasons.append(f"upgrade {node['running_version']} -> {plan['cluster']['version']}")
+    return list(dict.fromkeys(reasons))
+
+
+# Read only when a node starts (discovery) or when the cluster first forms: a running node
+# never rereads them, so a change to them alone is no reason to restart it. Scale out and
+# in change discovery.seed_hosts on every node; restarting the whole cluster for it would
+# defeat the point.
+START_ONLY_SETTINGS = frozenset({"discovery.seed_hosts", "cluster.initial_cluster_manager_nodes"})
+
+
+def settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
+    """The opensearch.yml settings whose change needs a restart of a running node: every
+    changed key but the start-only ones. A missing or unreadable old file needs one."""
+    try:
+        old = yaml.safe_load(old_text or "")
+    except yaml.YAMLError:
+        old = None
+    new = yaml.safe_load(new_text) or {}
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ["opensearch.yml"]
+    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    return [key for key in changed if key not in START_ONLY_SETTINGS]
+
+
+class RemovalRefusedError(ClusterforgeError):
+    """Removing the nodes marked absent would cost the cluster its quorum or its replicas."""
+
+
+def _observed_cluster(
+    observed: Mapping[str, Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The cluster's members (name, roles) and its indices' settings (None when they could
+    not be read), as the first running node that answered reports them
+    (playbooks/tasks/observe.yml)."""
+    for seen in observed.values():
+        members = (seen or {}).get("cluster_nodes")
+        if members:
+            settings = seen.get("index_settings")
+            return [dict(member) for member in members], (
+                dict(settings) if isinstance(settings, Mapping) else None
+            )
+    return [], {}
+
+
+def _replicas_needed(index_settings: Mapping[str, Any]) -> tuple[int, str | None]:
+    """The most data nodes an index needs (number_of_replicas + 1), and which index.
+    Indices with auto_expand_replicas adapt to the nodes there are and need none."""
+    most, which = 1, None
+    for index, entry in sorted(index_settings.items()):
+        settings = entry.get("settings") or {} if isinstance(entry, Mapping) else {}
+        auto_expand = str(settings.get("index.auto_expand_replicas", "false")).lower()
+        if auto_expand not in ("false", "none", ""):
+            continue
+        needed = int(settings.get("index.number_of_replicas", 1)) + 1
+        if needed > most:
+            most, which = needed, index
+    return most, which
+
+
+def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The nodes marked ``opensearch_node_state: absent``, and the refusal, before any
+    host changes, of a removal that would leave fewer than a quorum of the cluster
+    managers the cluster has now, or fewer data nodes than its indices' replicas need.
+
+    The cluster's own view (its members and index settings, observed from a running node)
+    decides; without one (nothing runs) nothing can be lost and the removal is allowed.
+    ``via`` is a present, running node through which the drain's API calls go.
+    """
+    removed = cluster.removed_nodes
+    members, index_settings = _observed_cluster(observed)
+    member_roles = {
+        str(member["name"]): [str(role) for role in member.get("roles") or []] for member in members
+    }
+    leaving = [node for node in removed if node.name in member_roles]
+    problems = []
+    if leaving:
+        hosts = ", ".join(node.inventory_name for node in leaving)
+
+        def has_role(name: str, wanted: frozenset[str]) -> bool:
+            return bool(wanted.intersection(member_roles[name]))
+
+        managers = [name for name in member_roles if has_role(name, CLUSTER_MANAGER_ROLES)]
+        managers_left = [name for name in managers if name not in {n.name for n in leaving}]
+        quorum = len(managers) // 2 + 1
+        if managers and len(managers_left) < quorum:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave "
+                f"{len(managers_left)} of the cluster's {len(managers)} cluster-manager-eligible "
+                f"nodes, fewer than a quorum of {quorum}: set opensearch_node_state: present on "
+                f"{quorum - len(managers_left)} of them, or add cluster-manager-eligible nodes "
+                "first and remove these in a later run."
+            )
+        data = [name for name in member_roles if has_role(name, DATA_ROLES)]
+        data_left = [name for name in data if name not in {n.name for n in leaving}]
+        if index_settings is None:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) needs the indices' "
+                "number_of_replicas, and the cluster did not answer GET /_settings: rerun "
+                "when it answers."
+            )
+        needed, index = _replicas_needed(index_settings or {})
+        if len(data_left) < needed:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave "
+                f"{len(data_left)} data node(s), and index {index} needs {needed} "
+                f"(number_of_replicas + 1): lower that index's number_of_replicas, or add "
+                "data nodes first, or set opensearch_node_state: present on some of these hosts."
+            )
+    if problems:
+        raise RemovalRefusedError("\n".join(problems))
+    running = [
+        node.inventory_name
+        for node in cluster.nodes
+        if (observed.get(node.inventory_name) or {}).get("active")
+    ]
+    return {
+        "nodes": {
+            node.inventory_name: {
+                "name": node.name,
+                "member": node.name in member_roles,
+                "cluster_manager_eligible": node.cluster_manager_eligible,
+            }
+            for node in removed
+        },
+        "names": [node.name for node in removed],
+        "via": running[0] if running else None,
+    }

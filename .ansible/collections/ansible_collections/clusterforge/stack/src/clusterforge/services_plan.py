@@ -1,0 +1,528 @@
+"""The services' part of the plan: each service host's settings, validated on the control node.
+
+The two services are projects of their own (``services/userdir``, ``services/orders``)
+whose runtime needs FastAPI and SQLAlchemy, which the control node does not install.
+Their settings, though, must be checked by the services' *own* settings models before
+any host is touched, so that a value the service would refuse at start is refused here,
+naming the inventory variable. Each service keeps its settings model in a module that
+imports nothing but pydantic, pydantic-settings, PyYAML and (orders) its ``errors``
+module: ``settings.py``. :func:`load_settings_module` loads that one file, and its
+siblings it imports relatively, under a private package name without running the
+package's ``__init__`` (which would import the web framework). It looks in this order:
+
+1. the service's source tree in the checkout (``services/<dir>/src/<package>``), which is
+   what the wheelhouse is built from, so the model that validates is the model that runs;
+2. an installed copy of the package (``pip install --no-deps clusterforge-userdir``
+   puts one on the control node without its server dependencies).
+
+:func:`plan_services` maps the roles' variables (``user_directory_*``,
+``order_service_*``) to each service's settings, validates them, and returns for every
+host of each service's group what its settings file will hold: ``content`` with the
+secrets (for the role to write, 0600, with ``no_log``) and ``public`` with every secret
+replaced by :data:`SECRET_MARK` (for previews and render).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterforge.errors import ClusterforgeError, InventoryError
+from clusterforge.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
+
+SECRET_MARK = "<secret: left out>"  # noqa: S105 (shown in place of a secret)
+DEFAULT_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_PRIVATE_PACKAGE_PREFIX = "_clusterforge_plan_"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceDefinition:
+    """Where a service lives, how it is installed, and the role that deploys it."""
+
+    role: str  # also the inventory group and the variables' prefix
+    project: str  # relative to the checkout
+    package: str
+    extras: tuple[str, ...] = ()
+    settings_file_name: str
+
+    def project_root(self, checkout: Path) -> Path:
+        return checkout / self.project
+
+
+SERVICES: dict[str, ServiceDefinition] = {
+    "user_directory": ServiceDefinition(
+        role="user_directory",
+        project="services/userdir",
+        package="clusterforge_userdir",
+        extras=("server",),
+        settings_file_name="userdir.env",
+    ),
+    "order_service": ServiceDefinition(
+        role="order_service",
+        project="services/orders",
+        package="clusterforge_orders",
+        settings_file_name="orders.yml",
+    ),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedServiceSettings:
+    """What one host's settings file of one service holds.
+
+    ``content`` has the secrets: only the role that writes the file may see it.
+    ``public`` is the same settings with every secret replaced by :data:`SECRET_MARK`,
+    and ``public_content`` the file as it would be written from them (for render and
+    previews).
+    ``arguments`` are the command-line options the unit passes (never a secret).
+    """
+
+    service: str
+    host: str
+    file_name: str
+    content: str = field(repr=False)
+    public: dict[str, Any]
+    public_content: str
+    arguments: dict[str, Any]
+
+    def as_dict(self, *, with_secrets: bool = False) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "service": self.service,
+            "host": self.host,
+            "file_name": self.file_name,
+            "public": self.public,
+            "public_content": self.public_content,
+            "arguments": self.arguments,
+        }
+        if with_secrets:
+            answer["content"] = self.content
+        return answer
+
+
+def _module_directory(definition: ServiceDefinition, checkout: Path | None) -> Path:
+    if checkout is not None:
+        source = definition.project_root(checkout) / "src" / definition.package
+        if (source / "settings.py").is_file():
+            return source
+    spec = importlib.util.find_spec(definition.package)  # does not run the package's code
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            if (Path(location) / "settings.py").is_file():
+                return Path(location)
+    raise ClusterforgeError(
+        f"the settings model of {definition.role} ({definition.package}/settings.py) is "
+        f"neither in {checkout}/{definition.project}/src nor installed; run from a "
+        f"clusterforge checkout, or pip install --no-deps the {definition.project} project "
+        "on the control node"
+    )
+
+
+def load_settings_module(service: str, *, checkout: Path | None = None) -> types.ModuleType:
+    """The ``settings`` module of ``service``, loaded without the package's ``__init__``."""
+    definition = SERVICES[service]
+    directory = _module_directory(definition, checkout)
+    private = f"{_PRIVATE_PACKAGE_PREFIX}{definition.package}"
+    loaded = sys.modules.get(private)
+    if loaded is None or list(getattr(loaded, "__path__", [])) != [str(directory)]:
+        for name in [name for name in sys.modules if name.startswith(f"{private}.")]:
+            del sys.modules[name]
+        package = types.ModuleType(private, f"settings of {definition.package} (plan only)")
+        package.__path__ = [str(directory)]
+        package.__package__ = private
+        sys.modules[private] = package
+    return importlib.import_module(f"{private}.settings")
+
+
+# --- the user directory ---------------------------------------------------------------
+
+_USERDIR_FIELD_VARIABLES = {
+    "database_url": "user_directory_database_url",
+    "database_connect_timeout": "user_directory_database_connect_timeout",
+    "auth_tokens": "user_directory_auth_tokens",
+    "max_page_size": "user_directory_max_page_size",
+    "list_limit": "user_directory_list_limit",
+    "max_request_body_bytes": "user_directory_max_request_body_bytes",
+}
+_USERDIR_ENVIRONMENT_PREFIX = "CLUSTERFORGE_USERDIR_"
+_USERDIR_SECRET_FIELDS = frozenset({"database_url", "auth_tokens"})
+_DATABASE_URL_PREFIXES = ("sqlite:///", "postgresql+psycopg://")
+
+
+def _is_loopback_bind(host: str) -> bool:
+    """Whether binding ``host`` keeps the port on this machine (127.0.0.0/8, ::1, localhost).
+
+    A wildcard (0.0.0.0, ::, empty) or any other address or name reaches the network.
+    """
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_user_directory_exposure(
+    problems: list[str], variables: Mapping[str, Any], tokens: frozenset[str], *, host: str
+) -> None:
+    # The user directory has no read-only mode: whoever reaches its port can create,
+    # change and delete users. Without a token that is acceptable on loopback only.
+    bind = str(variables.get("user_directory_host") or "")
+    if tokens or _is_loopback_bind(bind):
+        return
+    problems.append(
+        f"user_directory_auth_tokens is empty (host {host}) while user_directory_host is "
+        f"{bind or '(empty: every address)'!r}, not a loopback address, so anyone who reaches "
+        f"port {variables.get('user_directory_port')} could create, change and delete users; "
+        "set user_directory_auth_tokens to a vaulted token, e.g. "
+        '["{{ vault_user_directory_auth_token }}"] with the token made by '
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))', "
+        "or bind user_directory_host to 127.0.0.1"
+    )
+
+
+def _effective_database_url(value: Any, data_dir: Any, file_name: str) -> str:
+    url = "" if value is None else str(value)
+    return url if url else f"sqlite:///{data_dir}/{file_name}"
+
+
+def _check_int(
+    problems: list[str], variables: Mapping[str, Any], name: str, low: int, high: int | None
+) -> None:
+    value = variables.get(name)
+    try:
+        number = int(value)  # type: ignore[arg-type]
+        valid = not isinstance(value, bool) and str(number) == str(value).strip()
+    except (TypeError, ValueError):
+        valid = False
+    if valid and number >= low and (high is None or number <= high):
+        return
+    limits = f"between {low} and {high}" if high is not None else f"at least {low}"
+    problems.append(f"{name} is {value!r}; set it to a whole number {limits}")
+
+
+def _check_database_url(problems: list[str], name: str, url: str) -> None:
+    if not url.startswith(_DATABASE_URL_PREFIXES):
+        # The URL itself is never printed: it may hold a password.
+        problems.append(
+            f"{name} must be empty (an SQLite file in the data directory), "
+            "sqlite:///<absolute path> or postgresql+psycopg://<user>@<host>/<database>; "
+            "set it to one of those"
+        )
+
+
+def _validation_problems(
+    error: Exception, variable_of: Callable[[tuple[Any, ...]], str], *, host: str
+) -> list[str]:
+    from pydantic import ValidationError
+
+    if not isinstance(error, ValidationError):
+        return [f"{host}: {error}"]
+    problems = []
+    for item in error.errors(include_input=False, include_url=False):
+        variable = variable_of(tuple(item["loc"]))
+        # Only the message: an input may be a token or a URL with a password. The
+        # services' own checks (value errors) already say what to set; pydantic's type
+        # and range messages get the fix added.
+        fix = "" if item["type"] == "value_error" else f"; set {variable} accordingly"
+        problems.append(f"{variable} (host {host}): {item['msg']}{fix}")
+    return problems
+
+
+def _env_line(name: str, value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{name}="{escaped}"'
+
+
+def _env_file(environment: Mapping[str, str]) -> str:
+    return "".join(f"{_env_line(name, value)}\n" for name, value in sorted(environment.items()))
+
+
+def _orders_file(settings: Mapping[str, Any]) -> str:
+    header = "# Settings of clusterforge-orders (docs/orders.md), read with --config.\n"
+    body = yaml.safe_dump(dict(settings), sort_keys=True, allow_unicode=True)
+    return header + body
+
+
+def _plan_user_directory(
+    host: str, variables: Mapping[str, Any], checkout: Path | None, problems: list[str]
+) -> PlannedServiceSettings | None:
+    from pydantic import ValidationError
+
+    before = len(problems)
+    _check_int(problems, variables, "user_directory_port", 1, 65535)
+    _check_int(problems, variables, "user_directory_workers", 1, None)
+    tokens = variables.get("user_directory_auth_tokens") or []
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        problems.append(
+            "user_directory_auth_tokens must be a list of tokens (one string each); "
+            'set it to a YAML list, e.g. ["{{ vault_userdir_token }}"]'
+        )
+        tokens = []
+    database_url = _effective_database_url(
+        variables.get("user_directory_database_url"),
+        variables.get("user_directory_data_dir"),
+        "userdir.db",
+    )
+    _check_database_url(problems, "user_directory_database_url", database_url)
+    settings_input = {
+        "database_url": database_url,
+        "database_connect_timeout": variables.get("user_directory_database_connect_timeout"),
+        "auth_tokens": ",".join(str(token) for token in tokens),
+        "max_page_size": variables.get("user_directory_max_page_size"),
+        "list_limit": variables.get("user_directory_list_limit"),
+        "max_request_body_bytes": variables.get("user_directory_max_request_body_bytes"),
+    }
+    settings_module = load_settings_module("user_directory", checkout=checkout)
+    try:
+        # model_validate, not the constructor: the control node's own environment must
+        # not leak into a host's settings.
+        settings = settings_module.ServerSettings.model_validate(settings_input)
+    except (ValidationError, ValueError) as error:
+        problems.extend(
+            _validation_problems(
+                error,
+                lambda loc: (
+                    _USERDIR_FIELD_VARIABLES.get(str(loc[0]), "user_directory_*")
+                    if loc
+                    else "user_directory_*"
+                ),
+                host=host,
+            )
+        )
+        return None
+    _check_user_directory_exposure(problems, variables, settings.accepted_tokens(), host=host)
+    if len(problems) > before:
+        return None
+    environment: dict[str, str] = {}
+    public: dict[str, Any] = {}
+    for field_name in _USERDIR_FIELD_VARIABLES:
+        value = getattr(settings, field_name)
+        text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+        environment[f"{_USERDIR_ENVIRONMENT_PREFIX}{field_name.upper()}"] = text
+        secret = field_name in _USERDIR_SECRET_FIELDS and (
+            field_name != "database_url" or not text.startswith("sqlite:")
+        )
+        public[field_name] = SECRET_MARK if secret and text else text
+    content = _env_file(environment)
+    public_content = _env_file(
+        {f"{_USERDIR_ENVIRONMENT_PREFIX}{name.upper()}": value for name, value in public.items()}
+    )
+    return PlannedServiceSettings(
+        service="user_directory",
+        host=host,
+        file_name=SERVICES["user_directory"].settings_file_name,
+        content=content,
+        public=public,
+        public_content=public_content,
+        arguments={
+            "host": str(variables.get("user_directory_host")),
+            "port": int(variables["user_directory_port"]),
+            "workers": int(variables["user_directory_workers"]),
+        },
+    )
+
+
+# --- the order service ------------------------------------------------------------------
+
+_ORDERS_KEY_VARIABLES: dict[tuple[str, ...], str] = {
+    ("orders", "host"): "order_service_host",
+    ("orders", "port"): "order_service_port",
+    ("orders", "database-url"): "order_service_database_url",
+    ("orders", "access-log"): "order_service_access_log",
+    ("orders", "log-level"): "order_service_log_level",
+    ("orders", "listeners"): "order_service_listeners",
+    ("event", "async"): "order_service_event_async",
+    # Wired from the cluster the inventory deploys (clusterforge.orders_search).
+    ("orders", "search"): "order_service_search_*",
+    # Not wired from the inventory yet; named for when it is.
+    ("orders", "outbox"): "order_service_outbox",
+}
+
+
+def _orders_variable_of(location: tuple[Any, ...]) -> str:
+    for length in (2, 1):
+        variable = _ORDERS_KEY_VARIABLES.get(tuple(str(part) for part in location[:length]))
+        if variable is not None:
+            rest = ".".join(str(part) for part in location[2:])
+            return f"{variable}{'.' + rest if rest else ''}"
+    return "order_service_*"
+
+
+def _plan_order_service(
+    host: str,
+    variables: Mapping[str, Any],
+    checkout: Path | None,
+    problems: list[str],
+    *,
+    search: OrdersSearch | None = None,
+) -> PlannedServiceSettings | None:
+    from pydantic import ValidationError
+
+    before = len(problems)
+    database_url = _effective_database_url(
+        variables.get("order_service_database_url"),
+        variables.get("order_service_data_dir"),
+        "orders.db",
+    )
+    _check_database_url(problems, "order_service_database_url", database_url)
+    for name in ("order_service_event_async", "order_service_listeners"):
+        if not isinstance(variables.get(name), Mapping):
+            problems.append(f"{name} must be a mapping (see docs/orders.md); set it to one")
+    if len(problems) > before:
+        return None
+    tree: dict[str, Any] = {
+        "orders": {
+            "host": variables.get("order_service_host"),
+            "port": variables.get("order_service_port"),
+            "database-url": database_url,
+            "access-log": variables.get("order_service_access_log"),
+            "log-level": variables.get("order_service_log_level"),
+            "listeners": _plain(variables.get("order_service_listeners")),
+        },
+        "event": {"async": _plain(variables.get("order_service_event_async"))},
+    }
+    if search is not None:
+        # Delivery into the inventory's cluster; the password goes into content only.
+        tree["orders"]["search"] = search.settings_for(str(variables.get(CONFIG_DIR_VARIABLE)))
+    settings_module = load_settings_module("order_service", checkout=checkout)
+    try:
+        settings = settings_module.OrderServiceSettings.model_validate(tree)
+    except (ValidationError, ValueError) as error:
+        problems.extend(_validation_problems(error, _orders_variable_of, host=host))
+        return None
+    # The validated model, written back by its aliases: the file holds what the service
+    # will read, with every default spelled out.
+    settled: dict[str, Any] = settings.model_dump(mode="json", by_alias=True)
+    public = _plain(settled)
+    if not database_url.startswith("sqlite:"):
+        public["orders"]["database-url"] = SECRET_MARK
+    notification = public["orders"]["listeners"]["notification"]
+    if notification.get("webhook-url"):
+        notification["webhook-url"] = SECRET_MARK
+    public_search = public["orders"].get("search") or {}
+    if public_search.get("password"):
+        public_search["password"] = SECRET_MARK
+    content = _orders_file(settled)
+    return PlannedServiceSettings(
+        service="order_service",
+        host=host,
+        file_name=SERVICES["order_service"].settings_file_name,
+        content=content,
+        public=public,
+        public_content=_orders_file(public),
+        arguments={"host": settings.orders.host, "port": settings.orders.port},
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy made of plain dicts, lists and scalars (Ansible hands over its own types)."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+_PLANNERS: dict[
+    str,
+    Callable[[str, Mapping[str, Any], Path | None, list[str]], PlannedServiceSettings | None],
+] = {
+    "user_directory": _plan_user_directory,
+    "order_service": _plan_order_service,
+}
+
+
+def role_defaults(service: str, *, checkout: Path = DEFAULT_PROJECT_ROOT) -> dict[str, Any]:
+    """The role's ``defaults/main.yml`` (what a host gets for a variable it does not set)."""
+    path = checkout / "roles" / service / "defaults" / "main.yml"
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as error:
+        raise ClusterforgeError(f"cannot read {path}: {error.strerror}") from error
+    if not isinstance(loaded, dict):
+        raise ClusterforgeError(f"{path} must hold a mapping")
+    return loaded
+
+
+def service_hosts_variables(
+    service: str,
+    hosts: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    checkout: Path | None = DEFAULT_PROJECT_ROOT,
+) -> list[tuple[str, dict[str, Any]]]:
+    """Each host's ``<service>_*`` variables over the role's defaults, as the role sees them."""
+    if not hosts:
+        return []
+    service_defaults = role_defaults(service, checkout=checkout or DEFAULT_PROJECT_ROOT)
+    prefix = f"{service}_"
+    return [
+        (
+            host,
+            {
+                **service_defaults,
+                **{name: value for name, value in own.items() if name.startswith(prefix)},
+            },
+        )
+        for host, own in hosts
+    ]
+
+
+def plan_services(
+    hosts_by_group: Mapping[str, Sequence[str]],
+    hostvars: Mapping[str, Mapping[str, Any]],
+    *,
+    checkout: Path | None = DEFAULT_PROJECT_ROOT,
+    defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    orders_search: OrdersSearch | None = None,
+) -> dict[str, dict[str, PlannedServiceSettings]]:
+    """Every service host's planned settings: ``{host: {service: planned}}``.
+
+    ``hosts_by_group`` is the inventory's groups (a service runs on the hosts of the
+    group named like its role); ``hostvars`` the hosts' variables (templated).
+    ``defaults`` maps a service to its role defaults (default: read from the checkout's
+    ``roles/<service>/defaults/main.yml``). ``checkout`` is where the services' source
+    trees are; ``None`` uses installed copies. Raises :class:`InventoryError` listing
+    every problem, each naming the variable, when any host's settings are refused.
+    ``orders_search`` is the order delivery the cluster gets (clusterforge.orders_search),
+    or None to leave ``orders.search`` at the service's default (off).
+    """
+    problems: list[str] = []
+    planned: dict[str, dict[str, PlannedServiceSettings]] = {}
+    for service, planner in _PLANNERS.items():
+        hosts = hosts_by_group.get(service) or []
+        if not hosts:
+            continue
+        if defaults is not None and service in defaults:
+            service_defaults: Mapping[str, Any] = defaults[service]
+        else:
+            service_defaults = role_defaults(service, checkout=checkout or DEFAULT_PROJECT_ROOT)
+        prefix = f"{service}_"
+        for host in hosts:
+            own = hostvars.get(host, {})
+            variables = {
+                **service_defaults,
+                **{name: value for name, value in own.items() if name.startswith(prefix)},
+            }
+            if service == "order_service":
+                result = _plan_order_service(
+                    host, variables, checkout, problems, search=orders_search
+                )
+            else:
+                result = planner(host, variables, checkout, problems)
+            if result is not None:
+                planned.setdefault(host, {})[service] = result
+    if problems:
+        raise InventoryError(problems)
+    return planned

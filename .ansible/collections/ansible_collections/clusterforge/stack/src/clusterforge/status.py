@@ -1,0 +1,239 @@
+"""``scripts/status``: what a running cluster looks like, and what needs attention.
+
+    scripts/status [--lab-json PATH | --inventory PATH [--vault-password-file F]] [--json]
+
+Exit codes: 0 when nothing needs attention, 1 when the report lists problems, 2 for usage
+or configuration errors. The table (or, with ``--json``, one JSON document) goes to
+stdout; progress and errors go to stderr. docs/status.md describes the JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clusterforge._status_probe import DEFAULT_TIMEOUT, HttpClient, collect
+from clusterforge._status_report import build_report
+from clusterforge._status_target import Target, load_inventory, load_lab_json
+from clusterforge.errors import ClusterforgeError
+
+__all__ = ["build_report", "main", "render_table"]
+
+# scripts/status sets CLUSTERFORGE_LAB_JSON to the checkout's lab.json.
+DEFAULT_LAB_JSON = Path(os.environ.get("CLUSTERFORGE_LAB_JSON", "inventories/lab/lab.json"))
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    amount = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if amount < 1024 or unit == "TiB":
+            return f"{amount:.0f}{unit}" if unit == "B" else f"{amount:.1f}{unit}"
+        amount /= 1024
+    return f"{amount:.1f}TiB"
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{seconds}s"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [headers, *rows]
+    ]
+
+
+def _node_state(node: dict[str, Any]) -> str:
+    if node["reachable"] is False:
+        return "UNREACHABLE"
+    if node["http_status"] not in (None, 200):
+        return f"HTTP {node['http_status']}"
+    if node["in_cluster"] is False:
+        return "MISSING"
+    if node["in_cluster"] is None:
+        return "unknown"
+    return "up" if node["in_inventory"] else "up (not in inventory)"
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """The human-readable report."""
+    cluster = report["cluster"]
+    marks = cluster["watermarks"] or {}
+    lines = [
+        f"cluster   {cluster['name']}  health {cluster['health'] or 'unknown'}  "
+        f"mode {cluster['mode']}  nodes {cluster['nodes_present']}/{cluster['nodes_expected']}",
+        "watermarks "
+        + (
+            f"low {marks.get('low')}  high {marks.get('high')}  flood {marks.get('flood_stage')}"
+            + ("" if marks.get("threshold_enabled", True) else "  (disk threshold disabled)")
+            if marks
+            else "unknown"
+        ),
+    ]
+    security = report["security"]
+    if not security["enabled"]:
+        lines.append("security  off (open mode)")
+    else:
+        digest = (security["config"] or {}).get("sha256")
+        initialized = {True: "initialized", False: "NOT initialized", None: "unknown"}
+        lines.append(
+            f"security  {initialized[security['initialized']]}  "
+            f"config sha256 {digest or 'unreadable'}"
+        )
+    lines.append("")
+    node_rows = []
+    for node in report["nodes"]:
+        disk = node["disk"]
+        certificate = node["certificate"] or {}
+        node_rows.append(
+            [
+                node["name"],
+                node["address"] or (node["url"] or "-"),
+                ",".join(node["roles"]) or "-",
+                node["version"] or "-",
+                _duration(node["uptime_seconds"]),
+                "-" if node["heap_used_percent"] is None else f"{node['heap_used_percent']}%",
+                "-"
+                if disk is None
+                else f"{disk['used_percent']}% of {_size(disk['total_bytes'])}"
+                + (f" >{disk['over']}" if disk["over"] else ""),
+                certificate.get("not_after", "-")[:10]
+                + (f" ({certificate['days_left']}d)" if "days_left" in certificate else ""),
+                certificate.get("serial", "-"),
+                _node_state(node),
+            ]
+        )
+    lines += _table(
+        [
+            "NODE",
+            "ADDRESS",
+            "ROLES",
+            "VERSION",
+            "UPTIME",
+            "HEAP",
+            "DISK",
+            "CERT EXPIRES",
+            "SERIAL",
+            "STATE",
+        ],
+        node_rows,
+    )
+    lines.append("")
+    plugin_rows = [
+        [node["name"], plugin["name"], plugin["version"]]
+        for node in report["nodes"]
+        for plugin in node["plugins"]
+    ]
+    lines += _table(["NODE", "PLUGIN", "VERSION"], plugin_rows) if plugin_rows else ["no plugins"]
+    lines.append("")
+    if report["console"] is not None:
+        console = report["console"]
+        lines.append(
+            f"console   {console['url']}  "
+            + (
+                "healthy"
+                if console["healthy"]
+                else f"UNREACHABLE ({console['error']})"
+                if "error" in console
+                else f"NOT healthy (HTTP {console['http_status']}, state {console['state']})"
+            )
+        )
+    else:
+        lines.append("console   none in this inventory")
+    if report["services"]:
+        for name, service in report["services"].items():
+            state = (
+                "healthy"
+                if service["healthy"]
+                else f"not checked: {service['not_checked']}"
+                if service["healthy"] is None
+                else f"UNREACHABLE ({service['error']})"
+                if "error" in service
+                else f"NOT healthy (HTTP {service['http_status']})"
+            )
+            lines.append(f"service   {name}  {service['url'] or '-'}  {state}")
+    else:
+        lines.append("services  none in this inventory")
+    lines.append("")
+    if report["problems"]:
+        lines.append(f"{len(report['problems'])} problem(s):")
+        lines += [f"  - {problem}" for problem in report["problems"]]
+    else:
+        lines.append("no problems")
+    return "\n".join(lines) + "\n"
+
+
+def _target(args: argparse.Namespace) -> Target:
+    if args.inventory is not None:
+        return load_inventory(args.inventory, args.vault_password_file)
+    lab_json = args.lab_json or DEFAULT_LAB_JSON
+    if args.lab_json is None and not lab_json.exists():
+        raise _UsageError(
+            f"no --inventory given and {lab_json} does not exist; run scripts/up, or pass "
+            "--lab-json PATH or --inventory PATH"
+        )
+    return load_lab_json(lab_json)
+
+
+class _UsageError(ClusterforgeError):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/status", description=__doc__.split("\n")[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--lab-json", type=Path, help=f"a lab.json (default: {DEFAULT_LAB_JSON} when it exists)"
+    )
+    source.add_argument("--inventory", type=Path, help="an Ansible inventory file or directory")
+    parser.add_argument(
+        "--vault-password-file", type=Path, help="decrypts the inventory's vaulted variables"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default 10)"
+    )
+    args = parser.parse_args(argv)
+    if args.vault_password_file is not None and args.inventory is None:
+        parser.error("--vault-password-file needs --inventory")
+    try:
+        target = _target(args)
+    except ClusterforgeError as error:
+        print(f"scripts/status: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"scripts/status: asking {len(target.nodes)} node(s) of {target.source}", file=sys.stderr)
+    client = HttpClient(
+        ca_cert=target.ca_cert,
+        username=target.admin_user,
+        password=target.admin_password,
+        timeout=args.timeout,
+    )
+    recorded = collect(target, client, timeout=args.timeout)
+    report = build_report(target, recorded, now=datetime.now(UTC))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(render_table(report))
+    return EXIT_PROBLEMS if report["problems"] else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

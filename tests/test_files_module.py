@@ -1,0 +1,146 @@
+"""The clusterforge_files module, run as Ansible runs it (its arguments in a JSON file),
+on real files in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MODULE = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "clusterforge_files.py"
+USER = "root" if os.geteuid() == 0 else None
+
+
+def run(tmp_path: Path, check: bool = False, diff: bool = False, **args: Any) -> dict[str, Any]:
+    arguments = tmp_path / "args.json"
+    arguments.write_text(
+        json.dumps(
+            {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check, "_ansible_diff": diff}}
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(MODULE), str(arguments)], capture_output=True, text=True, check=False
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def owned(path: Path, mode: str, **extra: Any) -> dict[str, Any]:
+    user = USER or Path.home().owner()
+    return {"path": str(path), "owner": user, "group": user, "mode": mode, **extra}
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    root.mkdir()
+    return root
+
+
+def test_places_once_then_reports_nothing_changed(tmp_path: Path, tree: Path) -> None:
+    args = {
+        "directories": [owned(tree / "conf", "0750")],
+        "files": [owned(tree / "conf" / "a.yml", "0640", content="a: 1\n")],
+        "read": [str(tree / "conf" / "a.yml")],
+    }
+    first = run(tmp_path, **args)
+    assert first["changed"] is True
+    assert first["changed_paths"] == [str(tree / "conf"), str(tree / "conf" / "a.yml")]
+    assert first["before"] == {str(tree / "conf" / "a.yml"): None}
+    assert (tree / "conf" / "a.yml").read_text() == "a: 1\n"
+    assert mode_of(tree / "conf") == 0o750
+    assert mode_of(tree / "conf" / "a.yml") == 0o640
+    second = run(tmp_path, **args)
+    assert second["changed"] is False
+    assert second["changed_paths"] == []
+    assert second["before"] == {str(tree / "conf" / "a.yml"): "a: 1\n"}
+
+
+def test_check_mode_reports_and_writes_nothing_and_diffs_only_what_is_not_secret(
+    tmp_path: Path, tree: Path
+) -> None:
+    (tree / "a.yml").write_text("a: 1\n")
+    (tree / "a.yml").chmod(0o640)
+    args = {
+        "files": [
+            owned(tree / "a.yml", "0640", content="a: 2\n"),
+            owned(tree / "key.pem", "0600", content="SECRET\n", secret=True),
+        ]
+    }
+    preview = run(tmp_path, check=True, diff=True, **args)
+    assert preview["changed_paths"] == [str(tree / "a.yml"), str(tree / "key.pem")]
+    assert preview["diff"] == [
+        {
+            "before_header": str(tree / "a.yml"),
+            "after_header": str(tree / "a.yml"),
+            "before": "a: 1\n",
+            "after": "a: 2\n",
+        }
+    ]
+    assert "SECRET" not in json.dumps(preview)
+    assert (tree / "a.yml").read_text() == "a: 1\n"
+    assert not (tree / "key.pem").exists()
+
+
+def test_a_mode_alone_is_fixed_without_rewriting(tmp_path: Path, tree: Path) -> None:
+    target = tree / "a.yml"
+    target.write_text("a: 1\n")
+    target.chmod(0o644)
+    inode = target.stat().st_ino
+    result = run(tmp_path, files=[owned(target, "0640", content="a: 1\n")])
+    assert result["changed_paths"] == [str(target)]
+    assert mode_of(target) == 0o640
+    assert target.stat().st_ino == inode
+
+
+def test_a_seeded_file_is_copied_once_and_never_overwritten(tmp_path: Path, tree: Path) -> None:
+    seed = tree / "shipped.options"
+    seed.write_text("-Xss1m\n")
+    target = tree / "jvm.options"
+    args = {"files": [owned(target, "0640", seed_from=str(seed))]}
+    assert run(tmp_path, **args)["changed_paths"] == [str(target)]
+    target.write_text("-Xss2m\n")  # the operator's own edit
+    target.chmod(0o640)
+    assert run(tmp_path, **args)["changed"] is False
+    assert target.read_text() == "-Xss2m\n"
+
+
+def test_a_link_switch_keeps_the_generation_it_replaced_and_prunes_older(
+    tmp_path: Path, tree: Path
+) -> None:
+    for name in ("gen-old", "gen-live", "gen-new"):
+        (tree / name).mkdir()
+    (tree / "live").symlink_to("gen-live")
+    result = run(
+        tmp_path,
+        links=[{"path": str(tree / "live"), "target": "gen-new"}],
+        prune=[{"dir": str(tree), "pattern": "gen-*"}],
+    )
+    assert result["changed_paths"] == [str(tree / "live"), str(tree / "gen-old")]
+    assert os.readlink(tree / "live") == "gen-new"
+    assert sorted(path.name for path in tree.iterdir()) == ["gen-live", "gen-new", "live"]
+
+
+def test_absent_paths_are_removed_and_missing_ones_change_nothing(
+    tmp_path: Path, tree: Path
+) -> None:
+    (tree / "demo.yml").write_text("admin: admin\n")
+    args = {"absent": [str(tree / "demo.yml"), str(tree / "never.yml")]}
+    assert run(tmp_path, **args)["changed_paths"] == [str(tree / "demo.yml")]
+    assert run(tmp_path, **args)["changed"] is False
+
+
+def test_a_file_whose_directory_is_missing_is_refused_by_name(tmp_path: Path, tree: Path) -> None:
+    result = run(tmp_path, files=[owned(tree / "nowhere" / "a.yml", "0640", content="a\n")])
+    assert result["failed"] is True
+    assert "list it in directories" in result["msg"]
