@@ -552,7 +552,7 @@ def _observed_cluster(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The cluster's members (name, roles) and its indices' settings (None when they could
     not be read), as the first running node that answered reports them
-    (playbooks/tasks/observe.yml)."""
+    (playbooks/plan.yml, the clusterforge_observe action)."""
     for seen in observed.values():
         members = (seen or {}).get("cluster_nodes")
         if members:

@@ -285,6 +285,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    # A secret's content is masked wherever it would appear in the result (the invocation
+    # echoes the arguments), whether or not the task sets no_log.
+    for entry in params["files"]:
+        if entry.get("secret") and entry.get("content"):
+            module.no_log_values.add(str(entry["content"]))
     before = {path: _decoded(_read(path)) for path in params["read"]}
     placement = Placement(module)
     keep = _link_targets(params["links"])

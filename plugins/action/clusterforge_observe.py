@@ -1,0 +1,108 @@
+"""Action plugin: what one node runs now, for the plan's rollout (playbooks/plan.yml).
+
+One task reads what six tasks read before (issue 14: every task costs the controller
+more than its reads): the service's state, the markers a formed cluster leaves, the
+version the node answers, the elected cluster manager, and, only when nodes are being
+removed, the cluster's members and its indices' replica settings. Everything here is a
+read, so it runs in check mode as well: a preview decides what restarts as a run would.
+
+The reads run on the node: systemd_service and clusterforge_files (read only) for the
+service and the markers, and the node's own API through clusterforge_api's arguments
+(the CA and the admin user from the plan). A node whose service does not run is asked
+nothing; a node that does not answer reports no version, as a new node does.
+
+Arguments:
+  service: the systemd unit (opensearch).
+  markers: ``{"formed": path, "security_mode": path}`` on the node.
+  removal: true when the plan removes nodes (``removal.names``), to read the members and
+    the replica settings the plan judges a removal by.
+
+Returns ``observed`` in the shape clusterforge.plan.plan_rollout and plan_removal read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api import (
+    ActionModule as ApiActionModule,
+)
+
+ROOT_PATH = "/"
+MANAGER_PATH = "/_cat/cluster_manager?format=json"
+MEMBERS_PATH = "/_nodes?filter_path=nodes.*.name,nodes.*.roles"
+REPLICAS_PATH = (
+    "/_settings/index.number_of_replicas,index.auto_expand_replicas"
+    "?flat_settings=true&expand_wildcards=all"
+)
+READ_TIMEOUT_S = 10
+
+
+class ActionModule(ApiActionModule):  # type: ignore[misc]
+    _VALID_ARGS = frozenset({"service", "markers", "removal"})
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        saved_check_mode = self._task.check_mode
+        try:
+            self._task.check_mode = False  # reads only; a preview needs their answers
+            observed = self._observe(args, task_vars)
+        finally:
+            self._task.check_mode = saved_check_mode
+        result.update(changed=False, observed=observed)
+        return result
+
+    def _module(self, name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
+        answer: dict[str, Any] = self._execute_module(
+            module_name=name, module_args=module_args, task_vars=task_vars
+        )
+        return answer
+
+    def _observe(self, args: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
+        service = self._module(
+            "ansible.builtin.systemd_service", {"name": args["service"]}, task_vars
+        )
+        active = (service.get("status") or {}).get("ActiveState") == "active"
+        markers = dict(args["markers"])
+        read = self._module(
+            "clusterforge.stack.clusterforge_files", {"read": list(markers.values())}, task_vars
+        )
+        before = read.get("before") or {}
+        mode_text = before.get(markers["security_mode"])
+        observed: dict[str, Any] = {
+            "active": active,
+            "version": None,
+            "cluster_manager": None,
+            "formed": before.get(markers["formed"]) is not None,
+            "cluster_nodes": [],
+            "index_settings": None,
+            "security_mode": None if mode_text is None else mode_text.strip(),
+        }
+        plan = task_vars.get("__clusterforge_plan") or {}
+        # A node marked absent has no URL in the plan, and what it runs does not matter:
+        # it is about to be drained and stopped.
+        if not active or task_vars.get("inventory_hostname") not in (plan.get("nodes") or {}):
+            return observed
+        root = self._read(ROOT_PATH, task_vars)
+        observed["version"] = ((root or {}).get("version") or {}).get("number")
+        managers = self._read(MANAGER_PATH, task_vars)
+        if isinstance(managers, list) and managers:
+            observed["cluster_manager"] = managers[0].get("node")
+        if args.get("removal"):
+            # The plan refuses a removal that would cost the cluster its quorum or its
+            # replicas; it judges from the cluster's own view, not the inventory's.
+            members = self._read(MEMBERS_PATH, task_vars) or {}
+            observed["cluster_nodes"] = list((members.get("nodes") or {}).values())
+            # None when the read failed: the plan then refuses to judge a removal blind.
+            observed["index_settings"] = self._read(REPLICAS_PATH, task_vars)
+        return observed
+
+    def _read(self, path: str, task_vars: dict[str, Any]) -> Any:
+        """The JSON a GET of ``path`` on this node answers, or None when it fails."""
+        module_args = self._uri_args({"path": path, "timeout": READ_TIMEOUT_S}, "GET", task_vars)
+        answer = self._module("ansible.builtin.uri", module_args, task_vars)
+        if answer.get("failed") or answer.get("status") != 200:
+            return None
+        return answer.get("json")
