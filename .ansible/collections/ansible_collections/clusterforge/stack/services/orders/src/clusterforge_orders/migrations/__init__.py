@@ -1,1 +1,0 @@
-"""Alembic migrations of the order service's schema (run by ``Database.migrate``)."""

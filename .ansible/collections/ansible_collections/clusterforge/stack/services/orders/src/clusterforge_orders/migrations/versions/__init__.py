@@ -1,1 +1,0 @@
-"""Schema revisions, oldest first by ``down_revision``."""
