@@ -9,6 +9,7 @@ import httpx
 
 from .errors import NotificationError
 from .logsafe import escape_for_log
+from .shared_client import SharedClientClosedError, SharedHttpClient
 
 logger = logging.getLogger("clusterforge_orders.notifications")
 
@@ -49,12 +50,12 @@ class WebhookNotificationSender:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._url = url
-        self._client = httpx.Client(timeout=timeout_seconds, transport=transport)
+        self._client = SharedHttpClient(httpx.Client(timeout=timeout_seconds, transport=transport))
 
     def send(self, text: str) -> None:
         try:
             response = self._client.post(self._url, json={"text": text})
-        except httpx.HTTPError as error:
+        except (httpx.HTTPError, SharedClientClosedError) as error:
             raise NotificationError(f"webhook request failed: {type(error).__name__}") from None
         if not response.is_success:
             raise NotificationError(f"webhook answered HTTP {response.status_code}")

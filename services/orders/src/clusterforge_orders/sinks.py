@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import httpx
 
 from .models import OrderCreatedEvent, decimal_to_json_number, format_create_time
+from .shared_client import SharedHttpClient
 
 logger = logging.getLogger(__name__)
 
@@ -132,11 +133,13 @@ class OpenSearchBulkSink:
         context.check_hostname = True
         context.verify_mode = ssl.CERT_REQUIRED
         auth = httpx.BasicAuth(username, password or "") if username else None
-        self._client = httpx.Client(
-            verify=context,
-            auth=auth,
-            timeout=timeout_seconds,
-            limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
+        self._client = SharedHttpClient(
+            httpx.Client(
+                verify=context,
+                auth=auth,
+                timeout=timeout_seconds,
+                limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
+            )
         )
 
     def _url(self) -> str:
@@ -189,7 +192,7 @@ class OpenSearchBulkSink:
                 headers={"Content-Type": "application/x-ndjson"},
             )
         except (httpx.HTTPError, RuntimeError) as error:
-            # RuntimeError: the client was closed by a shutdown while this ran.
+            # RuntimeError: a shutdown closed the client before this request started.
             reason = f"{url} unreachable: {type(error).__name__}"
             logger.warning("bulk delivery of %d order(s) failed: %s", len(documents), reason)
             return dict.fromkeys((document.order_id for document in documents), reason)
