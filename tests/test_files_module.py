@@ -144,3 +144,18 @@ def test_a_file_whose_directory_is_missing_is_refused_by_name(tmp_path: Path, tr
     result = run(tmp_path, files=[owned(tree / "nowhere" / "a.yml", "0640", content="a\n")])
     assert result["failed"] is True
     assert "list it in directories" in result["msg"]
+
+
+def test_read_matching_returns_every_match_and_changes_nothing(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    for name, version in (("opensearch-security", "2.19.4.0"), ("analysis-smartcn", "2.19.4")):
+        (plugins / name).mkdir(parents=True)
+        (plugins / name / "plugin-descriptor.properties").write_text(f"version={version}\n")
+    (plugins / "no-descriptor").mkdir()
+    result = run(tmp_path, read_matching=[f"{plugins}/*/plugin-descriptor.properties"])
+    assert result["changed"] is False
+    assert result["before"] == {
+        f"{plugins}/analysis-smartcn/plugin-descriptor.properties": "version=2.19.4\n",
+        f"{plugins}/opensearch-security/plugin-descriptor.properties": "version=2.19.4.0\n",
+    }
+    assert run(tmp_path, read_matching=[f"{tmp_path}/none/*/x"])["before"] == {}

@@ -2,7 +2,8 @@
 
 - ``clusterforge_changed_types(digests, marker_text)``: the security config types whose
   digest differs from the marker recorded at the last load (all of them without one).
-- ``clusterforge_descriptor_version(text)``: the version a plugin descriptor names.
+- ``clusterforge_installed_plugins(descriptors)``: ``{plugin directory: version}`` from
+  ``{descriptor path: its text}`` (clusterforge_files' ``before``).
 - ``clusterforge_plugin_changes(wanted, installed, remove_unlisted)``: what a node must
   install and remove.
 - ``clusterforge_merge_users(rendered, current)``: the rendered internal_users.yml plus the
@@ -21,6 +22,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 from clusterforge.console import render_console_config
@@ -48,9 +50,13 @@ def clusterforge_config_file(config_type: str) -> str:
     return by_type[config_type]
 
 
-def clusterforge_descriptor_version(text: str) -> str:
-    """The ``version`` of a plugin-descriptor.properties text ('' when it has none)."""
-    return parse_descriptor(str(text)).version
+def clusterforge_installed_plugins(descriptors: Mapping[str, str | None]) -> dict[str, str]:
+    """``{plugin directory name: version}`` from ``{.../<name>/plugin-descriptor.properties:
+    its text}``; a version the descriptor does not name is ''."""
+    return {
+        PurePosixPath(path).parent.name: parse_descriptor(str(text or "")).version
+        for path, text in descriptors.items()
+    }
 
 
 def clusterforge_plugin_changes(
@@ -107,7 +113,7 @@ class FilterModule:
             "clusterforge_changed_types": clusterforge_changed_types,
             "clusterforge_merge_users": clusterforge_merge_users,
             "clusterforge_config_file": clusterforge_config_file,
-            "clusterforge_descriptor_version": clusterforge_descriptor_version,
+            "clusterforge_installed_plugins": clusterforge_installed_plugins,
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
             "clusterforge_restart_reasons": clusterforge_restart_reasons,

@@ -63,6 +63,13 @@ options:
     type: list
     elements: str
     default: []
+  read_matching:
+    description: Glob patterns; the content before this task of every path that matches
+      one is returned in C(before) as well (every installed plugin's descriptor, say).
+      Only for files that hold no secret.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -83,11 +90,13 @@ changed_paths:
   type: list
   elements: str
 before:
-  description: The content each path of C(read) had before this task, or null.
+  description: The content each path of C(read) and each match of C(read_matching) had
+    before this task, or null.
   type: dict
 """
 
 import fnmatch
+import glob
 import grp
 import os
 import pwd
@@ -281,6 +290,7 @@ def main() -> None:
             "prune": {"type": "list", "elements": "dict", "default": []},
             "absent": {"type": "list", "elements": "str", "default": []},
             "read": {"type": "list", "elements": "str", "default": []},
+            "read_matching": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -290,7 +300,8 @@ def main() -> None:
     for entry in params["files"]:
         if entry.get("secret") and entry.get("content"):
             module.no_log_values.add(str(entry["content"]))
-    before = {path: _decoded(_read(path)) for path in params["read"]}
+    matches = sorted({path for pattern in params["read_matching"] for path in glob.glob(pattern)})
+    before = {path: _decoded(_read(path)) for path in [*params["read"], *matches]}
     placement = Placement(module)
     keep = _link_targets(params["links"])
     for entry in params["directories"]:

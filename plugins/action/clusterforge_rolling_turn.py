@@ -1,0 +1,178 @@
+"""Action plugin: one node's turn in a rolling restart (roles/opensearch/tasks/rolling_restart.yml).
+
+One task does what eight did (issue 14: each task costs the controller more than the
+work it carries, and a rolling restart pays that once per node, in series):
+
+1. allocation limited to primaries while the node is away, and a flush, so that its
+   shards recover from what they hold;
+2. the ``home`` symlink pointed at the planned version (the switch of an upgrade; a
+   plain restart finds it in place);
+3. the restart;
+4. a wait for the node's HTTP port (it binds once it has joined or given up);
+5. a wait until the cluster counts all its nodes again;
+6. allocation back to the default, and a wait for green before the next node goes.
+
+The health polls are held by the cluster until their condition holds (at most 10 s), so
+they end the moment it does; a quick refusal (503 while the node reads the security
+index) is asked again with backoff: 0.25 s at first, doubling to at most 2 s. The port
+wait is wait_for's, on the node, in one round trip (its pause is whole seconds). Each
+wait gives up after ``timeout`` seconds and names the host, what it waited for and where
+to look.
+
+Every step runs on the node, through the same modules the tasks used (uri through
+clusterforge_api's arguments, file, systemd_service, wait_for), and the plan supplies the
+paths, the URL and the node count. Not for check mode: the calling play skips it there.
+
+Arguments:
+  service: the systemd unit (opensearch).
+  timeout: seconds each wait may take (900).
+
+Returns ``seconds``: how long each phase took, for the run's log.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from ansible.errors import AnsibleActionFail
+from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api import (
+    ActionModule as ApiActionModule,
+)
+
+SETTINGS_PATH = "/_cluster/settings"
+FLUSH_PATH = "/_flush"
+HEALTH_HOLD = "timeout=10s"
+FIRST_POLL_S = 0.25
+LONGEST_POLL_S = 2.0
+DEFAULT_WAIT_S = 900
+
+
+def allocation(enable: str | None) -> dict[str, Any]:
+    """The settings body that limits shard allocation (None: back to the default)."""
+    return {"persistent": {"cluster.routing.allocation.enable": enable}}
+
+
+class ActionModule(ApiActionModule):  # type: ignore[misc]
+    _VALID_ARGS = frozenset({"service", "timeout"})
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        if self._task.check_mode:
+            raise AnsibleActionFail(
+                "clusterforge_rolling_turn restarts a node; skip it in check mode"
+            )
+        plan = task_vars.get("__clusterforge_plan") or {}
+        cluster = plan.get("cluster") or {}
+        host = str(task_vars.get("inventory_hostname"))
+        timeout = float(self._task.args.get("timeout", DEFAULT_WAIT_S))
+        service = str(self._task.args["service"])
+        seconds: dict[str, float] = {}
+        started = time.monotonic()
+
+        self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation("primaries"))
+        self._call(task_vars, FLUSH_PATH, "POST", status_code=[200, 409])
+        self._module(
+            "ansible.builtin.file",
+            {
+                "src": cluster["install_dir"],
+                "dest": cluster["home"],
+                "state": "link",
+                "owner": "root",
+                "group": "root",
+            },
+            task_vars,
+            what="point the current symlink at the planned version",
+        )
+        self._module(
+            "ansible.builtin.systemd_service",
+            {"name": service, "state": "restarted", "daemon_reload": True},
+            task_vars,
+            what=f"restart {service}",
+        )
+        seconds["stop_and_start"] = time.monotonic() - started
+
+        node_url = str(plan["nodes"][host]["url"])
+        self._module(
+            "ansible.builtin.wait_for",
+            {
+                "host": urlsplit(node_url).hostname,
+                "port": int(cluster["http_port"]),
+                "timeout": int(timeout),
+            },
+            task_vars,
+            what=f"wait for {node_url} to listen (journalctl -u {service} on {host})",
+        )
+        seconds["port"] = time.monotonic() - started
+        # At least: while a node marked absent still runs (scale in), the cluster has one more.
+        node_count = int(cluster["node_count"])
+        members = f"/_cluster/health?wait_for_nodes=%3E%3D{node_count}&{HEALTH_HOLD}"
+        self._poll(task_vars, members, timeout, f"{host} to rejoin the cluster", service)
+        seconds["rejoined"] = time.monotonic() - started
+        self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation(None))
+        self._poll(
+            task_vars,
+            f"/_cluster/health?wait_for_status=green&{HEALTH_HOLD}",
+            timeout,
+            f"green after {host}'s restart",
+            service,
+        )
+        seconds["green"] = time.monotonic() - started
+        result.update(
+            changed=True,
+            seconds={phase: round(value, 1) for phase, value in seconds.items()},
+            msg=f"{host} restarted, rejoined and green in {seconds['green']:.1f} s",
+        )
+        return result
+
+    def _module(
+        self, name: str, module_args: dict[str, Any], task_vars: Any, *, what: str
+    ) -> dict[str, Any]:
+        answer: dict[str, Any] = self._execute_module(
+            module_name=name, module_args=module_args, task_vars=task_vars
+        )
+        if answer.get("failed"):
+            raise AnsibleActionFail(f"could not {what}: {answer.get('msg', 'no message')}")
+        return answer
+
+    def _call(
+        self,
+        task_vars: dict[str, Any],
+        path: str,
+        method: str,
+        *,
+        body: dict[str, Any] | None = None,
+        status_code: list[int] | None = None,
+    ) -> dict[str, Any]:
+        args: dict[str, Any] = {"path": path, "status_code": status_code or [200]}
+        if body is not None:
+            args["body"] = body
+        module_args = self._uri_args(args, method, task_vars)
+        return self._module("ansible.builtin.uri", module_args, task_vars, what=f"{method} {path}")
+
+    def _poll(
+        self, task_vars: dict[str, Any], path: str, timeout: float, what: str, service: str
+    ) -> None:
+        """GET ``path`` until it answers 200; 408 (the hold ran out) or no answer: again."""
+        module_args = self._uri_args({"path": path, "status_code": [200, 408]}, "GET", task_vars)
+        deadline = time.monotonic() + timeout
+        pause = FIRST_POLL_S
+        last = "no answer yet"
+        while True:
+            answer = self._execute_module(
+                module_name="ansible.builtin.uri", module_args=module_args, task_vars=task_vars
+            )
+            status = answer.get("status")
+            if status == 200 and not answer.get("failed"):
+                return
+            last = f"HTTP {status}" if status and status > 0 else str(answer.get("msg", last))
+            if time.monotonic() + pause > deadline:
+                raise AnsibleActionFail(
+                    f"gave up waiting for {what} after {timeout:.0f} s (last: {last}); "
+                    f"look at the node's log (journalctl -u {service}) and at "
+                    "GET /_cluster/health, then rerun"
+                )
+            time.sleep(pause)
+            pause = min(LONGEST_POLL_S, pause * 2)
