@@ -122,10 +122,21 @@ def test_the_internal_role_declares_each_step_and_writes_secrets_0600_without_lo
         for name, option in specs[step]["options"].items():
             assert name.startswith("_python_service_"), name
             assert option.get("type") and option.get("description"), name
-    (settings_task,) = [
+    # One clusterforge_files task places the step's files. The settings file is 0600 and
+    # marked secret, which keeps its content out of every result and diff (the module's
+    # tests, tests/test_files_module.py, prove the masking); the unit is not secret.
+    (files_task,) = [
         task
         for task in load(ROLES / INTERNAL_ROLE / "tasks" / "configure.yml")
         if "settings" in task["name"]
     ]
-    assert settings_task["ansible.builtin.template"]["mode"] == "0600"
-    assert settings_task["no_log"] is True
+    assert files_task["clusterforge.stack.clusterforge_files"]["files"].startswith(
+        "{{ __python_service_files + "
+    )
+    settings_entry, unit_entry = files_task["vars"]["__python_service_files"]
+    assert settings_entry["path"] == "{{ _python_service_settings_path }}"
+    assert settings_entry["mode"] == "0600"
+    assert settings_entry["secret"] is True
+    assert "settings.j2" in settings_entry["content"]
+    assert unit_entry["path"].startswith("/etc/systemd/system/")
+    assert not unit_entry.get("secret")

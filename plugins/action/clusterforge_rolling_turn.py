@@ -109,7 +109,15 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         # At least: while a node marked absent still runs (scale in), the cluster has one more.
         node_count = int(cluster["node_count"])
         members = f"/_cluster/health?wait_for_nodes=%3E%3D{node_count}&{HEALTH_HOLD}"
-        self._poll(task_vars, members, timeout, f"{host} to rejoin the cluster", service)
+        try:
+            self._poll(task_vars, members, timeout, f"{host} to rejoin the cluster", service)
+        except AnsibleActionFail as failure:
+            raise AnsibleActionFail(
+                f"{failure.message} Allocation is still limited to primaries "
+                "(cluster.routing.allocation.enable); the next run's turn sets it back, or "
+                'PUT /_cluster/settings {"persistent": {"cluster.routing.allocation.enable": '
+                "null}} does."
+            ) from None
         seconds["rejoined"] = time.monotonic() - started
         self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation(None))
         self._poll(
