@@ -159,3 +159,22 @@ def test_read_matching_returns_every_match_and_changes_nothing(tmp_path: Path) -
         f"{plugins}/opensearch-security/plugin-descriptor.properties": "version=2.19.4.0\n",
     }
     assert run(tmp_path, read_matching=[f"{tmp_path}/none/*/x"])["before"] == {}
+
+
+def test_exists_reports_each_path_before_the_task_without_reading_it(tmp_path: Path) -> None:
+    directory = tmp_path / "made"
+    (tmp_path / "launcher").write_text("#!/bin/sh\n")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    result = run(
+        tmp_path,
+        directories=[owned(directory, "0755")],
+        exists=[str(tmp_path / "launcher"), str(tmp_path / "dangling"), str(directory)],
+    )
+    assert result["changed"] is True
+    # The directory this task made did not exist before it; a dangling link does.
+    assert result["existed"] == {
+        str(tmp_path / "launcher"): True,
+        str(tmp_path / "dangling"): True,
+        str(directory): False,
+    }
+    assert "before" in result and result["before"] == {}

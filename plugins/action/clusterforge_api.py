@@ -64,6 +64,27 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             result["changed"] = False
         return result
 
+    def _run_module(
+        self,
+        name: str,
+        module_args: dict[str, Any],
+        task_vars: Any,
+        *,
+        failure: str | None = None,
+    ) -> dict[str, Any]:
+        """Run module ``name`` on the host and return its answer.
+
+        With ``failure`` (what the call was for: ``GET /_cluster/health``), a failed answer
+        stops the action with that and the module's message; without it the caller reads
+        ``failed`` itself (an observation, where a node that does not answer is an answer).
+        """
+        answer: dict[str, Any] = self._execute_module(
+            module_name=name, module_args=module_args, task_vars=task_vars
+        )
+        if failure is not None and answer.get("failed"):
+            raise AnsibleActionFail(f"could not {failure}: {answer.get('msg', 'no message')}")
+        return answer
+
     def _uri_args(self, args: Any, method: str, task_vars: dict[str, Any]) -> dict[str, Any]:
         plan = task_vars.get(PLAN_VARIABLE) or {}
         cluster = plan.get("cluster") or {}

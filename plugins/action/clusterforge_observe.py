@@ -54,19 +54,13 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         result.update(changed=False, observed=observed)
         return result
 
-    def _module(self, name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
-        answer: dict[str, Any] = self._execute_module(
-            module_name=name, module_args=module_args, task_vars=task_vars
-        )
-        return answer
-
     def _observe(self, args: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
-        service = self._module(
+        service = self._run_module(
             "ansible.builtin.systemd_service", {"name": args["service"]}, task_vars
         )
         active = (service.get("status") or {}).get("ActiveState") == "active"
         markers = dict(args["markers"])
-        read = self._module(
+        read = self._run_module(
             "clusterforge.stack.clusterforge_files", {"read": list(markers.values())}, task_vars
         )
         before = read.get("before") or {}
@@ -102,7 +96,7 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
     def _read(self, path: str, task_vars: dict[str, Any]) -> Any:
         """The JSON a GET of ``path`` on this node answers, or None when it fails."""
         module_args = self._uri_args({"path": path, "timeout": READ_TIMEOUT_S}, "GET", task_vars)
-        answer = self._module("ansible.builtin.uri", module_args, task_vars)
+        answer = self._run_module("ansible.builtin.uri", module_args, task_vars)
         if answer.get("failed") or answer.get("status") != 200:
             return None
         return answer.get("json")

@@ -74,7 +74,7 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
 
         self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation("primaries"))
         self._call(task_vars, FLUSH_PATH, "POST", status_code=[200, 409])
-        self._module(
+        self._run_module(
             "ansible.builtin.file",
             {
                 "src": cluster["install_dir"],
@@ -84,18 +84,18 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
                 "group": "root",
             },
             task_vars,
-            what="point the current symlink at the planned version",
+            failure="point the current symlink at the planned version",
         )
-        self._module(
+        self._run_module(
             "ansible.builtin.systemd_service",
             {"name": service, "state": "restarted", "daemon_reload": True},
             task_vars,
-            what=f"restart {service}",
+            failure=f"restart {service}",
         )
         seconds["stop_and_start"] = time.monotonic() - started
 
         node_url = str(plan["nodes"][host]["url"])
-        self._module(
+        self._run_module(
             "ansible.builtin.wait_for",
             {
                 "host": urlsplit(node_url).hostname,
@@ -103,7 +103,7 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
                 "timeout": int(timeout),
             },
             task_vars,
-            what=f"wait for {node_url} to listen (journalctl -u {service} on {host})",
+            failure=f"wait for {node_url} to listen (journalctl -u {service} on {host})",
         )
         seconds["port"] = time.monotonic() - started
         # At least: while a node marked absent still runs (scale in), the cluster has one more.
@@ -135,16 +135,6 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         )
         return result
 
-    def _module(
-        self, name: str, module_args: dict[str, Any], task_vars: Any, *, what: str
-    ) -> dict[str, Any]:
-        answer: dict[str, Any] = self._execute_module(
-            module_name=name, module_args=module_args, task_vars=task_vars
-        )
-        if answer.get("failed"):
-            raise AnsibleActionFail(f"could not {what}: {answer.get('msg', 'no message')}")
-        return answer
-
     def _call(
         self,
         task_vars: dict[str, Any],
@@ -158,7 +148,9 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         if body is not None:
             args["body"] = body
         module_args = self._uri_args(args, method, task_vars)
-        return self._module("ansible.builtin.uri", module_args, task_vars, what=f"{method} {path}")
+        return self._run_module(
+            "ansible.builtin.uri", module_args, task_vars, failure=f"{method} {path}"
+        )
 
     def _poll(
         self, task_vars: dict[str, Any], path: str, timeout: float, what: str, service: str

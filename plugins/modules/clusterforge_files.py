@@ -70,6 +70,14 @@ options:
     type: list
     elements: str
     default: []
+  exists:
+    description: Paths whose existence before this task is returned in C(existed),
+      without reading them (an unpacked archive's launcher, a JDK's binary), so the steps
+      that make them are skipped with C(when) on a rerun rather than each costing a round
+      trip and a checksum of the archive.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -92,6 +100,9 @@ changed_paths:
 before:
   description: The content each path of C(read) and each match of C(read_matching) had
     before this task, or null.
+  type: dict
+existed:
+  description: For each path of C(exists), whether it existed before this task.
   type: dict
 """
 
@@ -291,6 +302,7 @@ def main() -> None:
             "absent": {"type": "list", "elements": "str", "default": []},
             "read": {"type": "list", "elements": "str", "default": []},
             "read_matching": {"type": "list", "elements": "str", "default": []},
+            "exists": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -302,6 +314,7 @@ def main() -> None:
             module.no_log_values.add(str(entry["content"]))
     matches = sorted({path for pattern in params["read_matching"] for path in glob.glob(pattern)})
     before = {path: _decoded(_read(path)) for path in [*params["read"], *matches]}
+    existed = {path: os.path.lexists(path) for path in params["exists"]}
     placement = Placement(module)
     keep = _link_targets(params["links"])
     for entry in params["directories"]:
@@ -325,6 +338,7 @@ def main() -> None:
         "changed": bool(placement.changed_paths),
         "changed_paths": placement.changed_paths,
         "before": before,
+        "existed": existed,
     }
     if placement.diffs:
         result["diff"] = placement.diffs
