@@ -71,6 +71,10 @@ from clusterforge.snapshots import plan_snapshots
 
 DATA_ROLES = frozenset({"data"})
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
+# Files a node keeps in its data path: the run that formed the cluster writes them, and the
+# next plan reads them (clusterforge_observe) to tell a formed cluster and the mode it runs.
+FORMED_MARKER = ".clusterforge-cluster-formed"
+SECURITY_MODE_MARKER = ".clusterforge-security-mode"
 
 
 def cluster_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any]:
@@ -88,6 +92,10 @@ def cluster_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any]:
         "home": cluster.home,
         "config_dir": cluster.config_dir,
         "data_path": cluster.data_path,
+        "markers": {
+            "formed": f"{cluster.data_path}/{FORMED_MARKER}",
+            "security_mode": f"{cluster.data_path}/{SECURITY_MODE_MARKER}",
+        },
         "log_path": cluster.log_path,
         "repo_path": cluster.repo_path,
         "service_user": cluster.service_user,
