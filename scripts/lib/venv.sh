@@ -1,7 +1,7 @@
 # Sourced by the scripts: makes sure .venv exists and holds this checkout's pinned
 # dependencies: the toolkit with its dev extra, and the two services (projects of their
 # own under services/) with what their tests need. Reinstalls only when one of the three
-# pyproject.toml files changed. Sets REPO and VENV.
+# pyproject.toml files or this file (how it installs) changed. Sets REPO and VENV.
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV="$REPO/.venv"
 
@@ -20,8 +20,10 @@ ensure_venv() {
         }
     fi
     stamp="$VENV/.clusterforge-installed"
+    # This file is part of the key: a venv made by an older install step (one without
+    # the byte-compiling below, say) is made again rather than kept as it was.
     wanted=$(cat "$REPO/pyproject.toml" "$REPO/services/userdir/pyproject.toml" \
-        "$REPO/services/orders/pyproject.toml" | sha256sum | cut -d' ' -f1)
+        "$REPO/services/orders/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
         echo "clusterforge: installing the project and its pinned dependencies into $VENV" >&2
         "$VENV/bin/pip" install --quiet --upgrade pip >/dev/null
