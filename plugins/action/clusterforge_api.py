@@ -12,6 +12,12 @@ Arguments:
   path: the path on this node's cluster URL (``/_cluster/health``), or
   url: a full URL (for a host outside the plan's nodes, such as a console).
   method, body, status_code, timeout: as for ansible.builtin.uri (JSON bodies).
+  wait_seconds: wait (GET only) until the answer is ``wait_status`` (default 200) and,
+    with ``wait_json``, its JSON body holds those top-level values; the other statuses of
+    ``status_code`` and no answer at all mean "not yet". The waiting runs on the host
+    (plugins/modules/clusterforge_http_wait.py): one module run however long it takes,
+    retried every 0.1 s while the port refuses and after 0.1-1 s pauses otherwise, rather
+    than an ``until`` loop that costs a round trip and a whole second per try.
   auth: ``admin`` (default; the admin user in secured modes, nobody in open mode),
     ``cert`` (the admin client certificate on the node in tls mode, the only identity the
     cluster accepts before its security index exists; the admin user in basic mode, where
@@ -37,7 +43,20 @@ DEFAULT_TIMEOUT_S = 30
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(
-        {"path", "url", "method", "body", "status_code", "timeout", "auth", "username", "password"}
+        {
+            "path",
+            "url",
+            "method",
+            "body",
+            "status_code",
+            "timeout",
+            "auth",
+            "username",
+            "password",
+            "wait_seconds",
+            "wait_status",
+            "wait_json",
+        }
     )
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -46,6 +65,19 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         args = self._task.args
         method = str(args.get("method", "GET")).upper()
         module_args = self._uri_args(args, method, task_vars)
+        if "wait_seconds" in args:
+            if method != "GET":
+                raise AnsibleActionFail("clusterforge_api waits (wait_seconds) with GET only")
+            result.update(
+                self._wait(
+                    module_args,
+                    task_vars,
+                    seconds=float(args["wait_seconds"]),
+                    status=int(args.get("wait_status", 200)),
+                    json_values=args.get("wait_json") or {},
+                )
+            )
+            return result
         if self._task.check_mode and method not in READ_METHODS:
             result.update(changed=True, skipped=True, msg=f"check mode: {method} not sent")
             return result
@@ -83,6 +115,50 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         )
         if failure is not None and answer.get("failed"):
             raise AnsibleActionFail(f"could not {failure}: {answer.get('msg', 'no message')}")
+        return answer
+
+    def _wait(
+        self,
+        uri_args: dict[str, Any],
+        task_vars: Any,
+        *,
+        seconds: float,
+        status: int = 200,
+        json_values: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Run clusterforge_http_wait on the host with ``uri_args``' URL and identity; its
+        answer (status, json, waited, attempts; failed with a message after ``seconds``)."""
+        retry = [code for code in uri_args["status_code"] if code != status]
+        wait_args = {
+            key: uri_args[key]
+            for key in (
+                "url",
+                "ca_path",
+                "client_cert",
+                "client_key",
+                "url_username",
+                "url_password",
+                "force_basic_auth",
+            )
+            if key in uri_args
+        }
+        wait_args.update(
+            ready_status=status,
+            ready_json=json_values or {},
+            retry_status=retry,
+            timeout=seconds,
+            request_timeout=float(uri_args["timeout"]),
+        )
+        saved_check_mode = self._task.check_mode
+        try:
+            self._task.check_mode = False  # a read: a preview waits as a run would
+            answer: dict[str, Any] = self._execute_module(
+                module_name="clusterforge.stack.clusterforge_http_wait",
+                module_args=wait_args,
+                task_vars=task_vars,
+            )
+        finally:
+            self._task.check_mode = saved_check_mode
         return answer
 
     def _uri_args(self, args: Any, method: str, task_vars: dict[str, Any]) -> dict[str, Any]:

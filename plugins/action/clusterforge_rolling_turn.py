@@ -8,20 +8,21 @@ work it carries, and a rolling restart pays that once per node, in series):
 2. the ``home`` symlink pointed at the planned version (the switch of an upgrade; a
    plain restart finds it in place);
 3. the restart;
-4. a wait for the node's HTTP port (it binds once it has joined or given up);
-5. a wait until the cluster counts all its nodes again;
-6. allocation back to the default, and a wait for green before the next node goes.
+4. a wait until the node answers and the cluster counts all its nodes again (the node
+   binds its HTTP port once it has joined or given up);
+5. allocation back to the default, and a wait for green before the next node goes.
 
-The health polls are held by the cluster until their condition holds (at most 10 s), so
-they end the moment it does; a quick refusal (503 while the node reads the security
-index) is asked again with backoff: 0.25 s at first, doubling to at most 2 s. The port
-wait is wait_for's, on the node, in one round trip (its pause is whole seconds). Each
-wait gives up after ``timeout`` seconds and names the host, what it waited for and where
-to look.
+Each wait is one run of clusterforge_http_wait on the node, which asks every 0.1 s while
+the port is closed and after 0.1-1 s pauses while the node refuses (503 while it reads
+the security index). The health requests are held by the cluster until their condition
+holds (at most 10 s), so they end the moment it does. Before, a ``wait_for`` on the port
+paused whole seconds and each refused health poll cost a module run from the controller,
+so the turn ended up to 1.5 s after the node was back. Each wait gives up after
+``timeout`` seconds and names the host, what it waited for and where to look.
 
 Every step runs on the node, through the same modules the tasks used (uri through
-clusterforge_api's arguments, file, systemd_service, wait_for), and the plan supplies the
-paths, the URL and the node count. Not for check mode: the calling play skips it there.
+clusterforge_api's arguments, file, systemd_service), and the plan supplies the paths,
+the URL and the node count. Not for check mode: the calling play skips it there.
 
 Arguments:
   service: the systemd unit (opensearch).
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api import (
@@ -44,9 +44,8 @@ from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api impo
 SETTINGS_PATH = "/_cluster/settings"
 FLUSH_PATH = "/_flush"
 HEALTH_HOLD = "timeout=10s"
-FIRST_POLL_S = 0.25
-LONGEST_POLL_S = 2.0
 DEFAULT_WAIT_S = 900
+NOT_YET = [200, 401, 403, 408, 500, 502, 503, 504]
 
 
 def allocation(enable: str | None) -> dict[str, Any]:
@@ -94,23 +93,11 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         )
         seconds["stop_and_start"] = time.monotonic() - started
 
-        node_url = str(plan["nodes"][host]["url"])
-        self._run_module(
-            "ansible.builtin.wait_for",
-            {
-                "host": urlsplit(node_url).hostname,
-                "port": int(cluster["http_port"]),
-                "timeout": int(timeout),
-            },
-            task_vars,
-            failure=f"wait for {node_url} to listen (journalctl -u {service} on {host})",
-        )
-        seconds["port"] = time.monotonic() - started
         # At least: while a node marked absent still runs (scale in), the cluster has one more.
         node_count = int(cluster["node_count"])
         members = f"/_cluster/health?wait_for_nodes=%3E%3D{node_count}&{HEALTH_HOLD}"
         try:
-            self._poll(task_vars, members, timeout, f"{host} to rejoin the cluster", service)
+            self._wait_for(task_vars, members, timeout, f"{host} to rejoin the cluster", service)
         except AnsibleActionFail as failure:
             raise AnsibleActionFail(
                 f"{failure.message} Allocation is still limited to primaries "
@@ -120,7 +107,7 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
             ) from None
         seconds["rejoined"] = time.monotonic() - started
         self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation(None))
-        self._poll(
+        self._wait_for(
             task_vars,
             f"/_cluster/health?wait_for_status=green&{HEALTH_HOLD}",
             timeout,
@@ -152,27 +139,18 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
             "ansible.builtin.uri", module_args, task_vars, failure=f"{method} {path}"
         )
 
-    def _poll(
+    def _wait_for(
         self, task_vars: dict[str, Any], path: str, timeout: float, what: str, service: str
     ) -> None:
-        """GET ``path`` until it answers 200; 408 (the hold ran out) or no answer: again."""
-        module_args = self._uri_args({"path": path, "status_code": [200, 408]}, "GET", task_vars)
-        deadline = time.monotonic() + timeout
-        pause = FIRST_POLL_S
-        last = "no answer yet"
-        while True:
-            answer = self._execute_module(
-                module_name="ansible.builtin.uri", module_args=module_args, task_vars=task_vars
+        """Wait on the node until GET ``path`` answers 200. Anything else is "not yet": no
+        answer (the port still closed), 408 (the hold ran out), 503 (the security index not
+        read yet), and even a refusal of the admin, whose password the calls before the
+        restart have just proved."""
+        uri_args = self._uri_args({"path": path, "status_code": NOT_YET}, "GET", task_vars)
+        answer = self._wait(uri_args, task_vars, seconds=timeout)
+        if answer.get("failed"):
+            raise AnsibleActionFail(
+                f"gave up waiting for {what} after {timeout:.0f} s "
+                f"({answer.get('msg', 'no message')}); look at the node's log "
+                f"(journalctl -u {service}) and at GET /_cluster/health, then rerun"
             )
-            status = answer.get("status")
-            if status == 200 and not answer.get("failed"):
-                return
-            last = f"HTTP {status}" if status and status > 0 else str(answer.get("msg", last))
-            if time.monotonic() + pause > deadline:
-                raise AnsibleActionFail(
-                    f"gave up waiting for {what} after {timeout:.0f} s (last: {last}); "
-                    f"look at the node's log (journalctl -u {service}) and at "
-                    "GET /_cluster/health, then rerun"
-                )
-            time.sleep(pause)
-            pause = min(LONGEST_POLL_S, pause * 2)
