@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 
+from clusterforge.errors import InventoryError
 from clusterforge.model import build_cluster
-from clusterforge.plan import DowngradeRefusedError, plan_rollout, restart_reasons
+from clusterforge.plan import (
+    DowngradeRefusedError,
+    memory_megabytes,
+    plan_rollout,
+    restart_reasons,
+)
 
 
 def nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -89,3 +95,27 @@ def test_a_mode_switch_restarts_every_node_at_once_not_one_by_one() -> None:
     assert rollout["mode_switch"] is True
     plan = {"cluster": {"version": "2.19.4"}, "rollout": rollout}
     assert restart_reasons(plan, "os-1", [{"host": "os-1", "reason": "opensearch.yml"}]) == []
+
+
+def test_a_heap_above_half_of_a_hosts_memory_is_refused_naming_the_host_and_the_fix() -> None:
+    cluster = build_cluster(nodes(opensearch_heap_size="2g"))
+    observed = {
+        "os-1": {"memory_megabytes": 8000},
+        "os-2": {"memory_megabytes": 3000},
+        "os-3": {},  # not read: nothing to judge by
+    }
+    with pytest.raises(InventoryError) as caught:
+        plan_rollout(cluster, observed)
+    assert caught.value.problems == [
+        "opensearch_heap_size 2g needs 2048 MB, more than half of os-2's 3000 MB; "
+        "set opensearch_heap_size to 1500m or less"
+    ]
+    # Exactly half fits.
+    plan_rollout(cluster, {"os-2": {"memory_megabytes": 4096}})
+
+
+def test_the_look_reads_memtotal_as_ansible_does() -> None:
+    meminfo = "MemTotal:       24575996 kB\nMemFree:        22000000 kB\n"
+    assert memory_megabytes(meminfo) == 24575996 // 1024
+    assert memory_megabytes(None) is None
+    assert memory_megabytes("MemFree: 1 kB\n") is None

@@ -2,8 +2,9 @@
 
 One task reads what six tasks read before (issue 14: every task costs the controller
 more than its reads): the service's state, the markers a formed cluster leaves, the
-version the node answers, the elected cluster manager, and, only when nodes are being
-removed, the cluster's members and its indices' replica settings. Everything here is a
+version the node answers, the elected cluster manager, the host's memory (the plan
+refuses a heap above half of it, so no play gathers facts for it), and, only when nodes
+are being removed, the cluster's members and its indices' replica settings. Everything here is a
 read, so it runs in check mode as well: a preview decides what restarts as a run would.
 
 The reads run on the node: systemd_service and clusterforge_files (read only) for the
@@ -28,6 +29,8 @@ from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api impo
     ActionModule as ApiActionModule,
 )
 
+from clusterforge.plan import memory_megabytes
+
 ROOT_PATH = "/"
 MANAGER_PATH = "/_cat/cluster_manager?format=json"
 MEMBERS_PATH = "/_nodes?filter_path=nodes.*.name,nodes.*.roles"
@@ -36,6 +39,7 @@ REPLICAS_PATH = (
     "?flat_settings=true&expand_wildcards=all"
 )
 READ_TIMEOUT_S = 10
+MEMINFO_PATH = "/proc/meminfo"
 
 
 class ActionModule(ApiActionModule):  # type: ignore[misc]
@@ -61,11 +65,14 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         active = (service.get("status") or {}).get("ActiveState") == "active"
         markers = dict(args["markers"])
         read = self._run_module(
-            "clusterforge.stack.clusterforge_files", {"read": list(markers.values())}, task_vars
+            "clusterforge.stack.clusterforge_files",
+            {"read": [*markers.values(), MEMINFO_PATH]},
+            task_vars,
         )
         before = read.get("before") or {}
         mode_text = before.get(markers["security_mode"])
         observed: dict[str, Any] = {
+            "memory_megabytes": memory_megabytes(before.get(MEMINFO_PATH)),
             "active": active,
             "version": None,
             "cluster_manager": None,

@@ -208,6 +208,17 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("-")[0].split(".") if part.isdigit())
 
 
+def memory_megabytes(meminfo: str | None) -> int | None:
+    """MemTotal of a host's /proc/meminfo in MB (as Ansible's memtotal_mb), or None; the
+    look at the nodes (clusterforge_observe) reports it for :func:`plan_rollout`."""
+    for line in (meminfo or "").splitlines():
+        name, _, value = line.partition(":")
+        fields = value.split()
+        if name == "MemTotal" and fields and fields[0].isdigit():
+            return int(fields[0]) // 1024
+    return None
+
+
 def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """What the nodes report decides the rollout: first start, a mode switch, upgrades,
     the restart order (the elected cluster manager last), and a downgrade refused.
@@ -215,9 +226,23 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
     ``observed`` maps inventory names to what a read-only look at each node found
     (playbooks/plan.yml): ``version`` (what ``GET /`` answered, or None), ``active``
     (the service runs), ``formed`` (the node's formed marker exists), ``security_mode``
-    (the mode marker's content, or None) and ``cluster_manager`` (the elected cluster
-    manager's node name, as that node sees it, or None). A node nobody observed is new.
+    (the mode marker's content, or None), ``cluster_manager`` (the elected cluster
+    manager's node name, as that node sees it, or None) and ``memory_megabytes`` (the
+    host's MemTotal, or None). A node nobody observed is new.
+
+    A heap above half of a host's memory is refused here, before any host changes (the
+    other half is the engine's file cache), so the engine play needs no gathered facts.
     """
+    too_small = [
+        f"opensearch_heap_size {cluster.heap_size} needs {heap_megabytes(cluster.heap_size)} MB, "
+        f"more than half of {name}'s {int(memory)} MB; set opensearch_heap_size to "
+        f"{int(memory) // 2}m or less"
+        for name, seen in sorted(observed.items())
+        if (memory := (seen or {}).get("memory_megabytes"))
+        and heap_megabytes(cluster.heap_size) * 2 > int(memory)
+    ]
+    if too_small:
+        raise InventoryError(too_small)
     problems = []
     nodes: dict[str, Any] = {}
     manager_names = set()
