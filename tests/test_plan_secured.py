@@ -13,7 +13,7 @@ from clusterforge.cluster_security import render_cluster_security
 from clusterforge.errors import InventoryError
 from clusterforge.hashing import verify_password
 from clusterforge.model import build_cluster
-from clusterforge.plan import PLAN_SECTIONS, build_plan, with_observed
+from clusterforge.plan import PLAN_SECTIONS, SECURITY_FILES_OMITTED, build_plan, with_observed
 from nodes_dn_matcher import admits
 
 PASSWORDS = {
@@ -206,3 +206,14 @@ def test_the_second_plan_step_decides_only_the_rollout_and_keeps_the_rest(
     assert second == build_plan(nodes, fetch=False, observed=observed)
     assert second["rollout"] != first["rollout"]
     assert second["rollout"]["restart_order"][-1] == "os-2"
+
+
+def test_a_plan_without_security_files_says_so_and_keeps_the_rest(tmp_path: Path) -> None:
+    build_plan(secured_nodes(tmp_path), fetch=False)  # issues the certificates
+    full = build_plan(secured_nodes(tmp_path), fetch=False)
+    lean = build_plan(secured_nodes(tmp_path), fetch=False, security_files=False)
+    assert lean["security"] == SECURITY_FILES_OMITTED
+    assert "files" not in lean["security"]
+    # Everything a rolling restart reads is the same plan.
+    for section in ("cluster", "rollout", "nodes"):
+        assert lean[section] == full[section]

@@ -12,6 +12,8 @@ Its result holds password hashes, so a successful result is censored in the outp
 Arguments:
   group: the inventory group of the OpenSearch nodes (default: opensearch).
   console_group: the group of the console hosts (default: dashboards; none plans none).
+  security_files: false leaves the security files out of the plan (default true), for a
+    playbook that places none: their bcrypt checks are most of a plan's time.
   observed: per inventory name, what playbooks/plan.yml's read-only look found on the
     node (version, active, formed, security_mode, cluster_manager); default: nothing,
     every node is new.
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from clusterforge.cli import select_model_vars, select_service_vars
@@ -42,7 +45,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset({"group", "console_group", "observed", "planned"})
+    _VALID_ARGS = frozenset({"group", "console_group", "observed", "planned", "security_files"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -79,6 +82,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     ]
                     for service in SERVICES
                 },
+                security_files=boolean(self._task.args.get("security_files", True)),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
