@@ -29,6 +29,8 @@ admin password from ``opensearch_security_passwords``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
@@ -81,17 +83,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         if self._task.check_mode and method not in READ_METHODS:
             result.update(changed=True, skipped=True, msg=f"check mode: {method} not sent")
             return result
-        saved_check_mode = self._task.check_mode
-        try:
-            # A read changes nothing; let it run in a preview as well.
-            self._task.check_mode = False
+        # A read changes nothing; let it run in a preview as well.
+        with self._even_in_check_mode():
             result.update(
                 self._execute_module(
                     module_name="ansible.builtin.uri", module_args=module_args, task_vars=task_vars
                 )
             )
-        finally:
-            self._task.check_mode = saved_check_mode
         if method in READ_METHODS:
             result["changed"] = False
         return result
@@ -149,17 +147,24 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             timeout=seconds,
             request_timeout=float(uri_args["timeout"]),
         )
-        saved_check_mode = self._task.check_mode
-        try:
-            self._task.check_mode = False  # a read: a preview waits as a run would
+        with self._even_in_check_mode():  # a read: a preview waits as a run would
             answer: dict[str, Any] = self._execute_module(
                 module_name="clusterforge.stack.clusterforge_http_wait",
                 module_args=wait_args,
                 task_vars=task_vars,
             )
+        return answer
+
+    @contextmanager
+    def _even_in_check_mode(self) -> Iterator[None]:
+        """Run the modules called inside for real in a preview too; for reads only, whose
+        answers a preview's decisions need."""
+        saved_check_mode = self._task.check_mode
+        self._task.check_mode = False
+        try:
+            yield
         finally:
             self._task.check_mode = saved_check_mode
-        return answer
 
     def _uri_args(self, args: Any, method: str, task_vars: dict[str, Any]) -> dict[str, Any]:
         plan = task_vars.get(PLAN_VARIABLE) or {}

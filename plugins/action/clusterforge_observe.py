@@ -4,8 +4,9 @@ One task reads what six tasks read before (issue 14: every task costs the contro
 more than its reads): the service's state, the markers a formed cluster leaves, the
 version the node answers, the elected cluster manager, the host's memory (the plan
 refuses a heap above half of it, so no play gathers facts for it), and, only when nodes
-are being removed, the cluster's members and its indices' replica settings. Everything here is a
-read, so it runs in check mode as well: a preview decides what restarts as a run would.
+are being removed, the cluster's members and its indices' replica settings. Everything
+here is a read, so it runs in check mode as well: a preview decides what restarts as a
+run would.
 
 The reads run on the node: systemd_service and clusterforge_files (read only) for the
 service and the markers, and the node's own API through clusterforge_api's arguments
@@ -49,12 +50,8 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         args = self._task.args
-        saved_check_mode = self._task.check_mode
-        try:
-            self._task.check_mode = False  # reads only; a preview needs their answers
+        with self._even_in_check_mode():  # reads only; a preview needs their answers
             observed = self._observe(args, task_vars)
-        finally:
-            self._task.check_mode = saved_check_mode
         result.update(changed=False, observed=observed)
         return result
 

@@ -233,13 +233,12 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
     A heap above half of a host's memory is refused here, before any host changes (the
     other half is the engine's file cache), so the engine play needs no gathered facts.
     """
+    heap = heap_megabytes(cluster.heap_size)
     too_small = [
-        f"opensearch_heap_size {cluster.heap_size} needs {heap_megabytes(cluster.heap_size)} MB, "
-        f"more than half of {name}'s {int(memory)} MB; set opensearch_heap_size to "
-        f"{int(memory) // 2}m or less"
+        f"opensearch_heap_size {cluster.heap_size} needs {heap} MB, more than half of "
+        f"{name}'s {int(memory)} MB; set opensearch_heap_size to {int(memory) // 2}m or less"
         for name, seen in sorted(observed.items())
-        if (memory := (seen or {}).get("memory_megabytes"))
-        and heap_megabytes(cluster.heap_size) * 2 > int(memory)
+        if (memory := (seen or {}).get("memory_megabytes")) and heap * 2 > int(memory)
     ]
     if too_small:
         raise InventoryError(too_small)
@@ -419,7 +418,7 @@ def build_plan(
         "artifacts": artifacts,
         "security": _security_files(nodes_vars[0][1], pki, orders_search)
         if security_files
-        else SECURITY_FILES_OMITTED,
+        else dict(SECURITY_FILES_OMITTED),
         # Order delivery (docs/orders-search.md): the index template, the user's name and
         # the CA bundle the order_service role copies; never the password.
         "orders_search": orders_search.public() if orders_search else dict(DISABLED),
