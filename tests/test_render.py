@@ -96,6 +96,18 @@ def test_the_tarball_uses_its_bundled_jdk() -> None:
     assert "OPENSEARCH_JAVA_HOME" not in unit
 
 
+def test_the_engine_tools_get_the_jdk_the_config_and_the_short_lived_jvm_options() -> None:
+    maven = build_plan(nodes(), fetch=False)["cluster"]["tool_environment"]
+    tarball = build_plan(nodes(opensearch_distribution_source="tarball"), fetch=False)["cluster"][
+        "tool_environment"
+    ]
+    assert maven["OPENSEARCH_JAVA_HOME"] == "/usr/lib/jvm/java-17-openjdk-amd64"
+    assert tarball["OPENSEARCH_JAVA_HOME"] == ""  # the archive's bundled JDK
+    for environment in (maven, tarball):
+        assert environment["OPENSEARCH_PATH_CONF"] == "/etc/opensearch"
+        assert environment["OPENSEARCH_JAVA_OPTS"] == "-XX:TieredStopAtLevel=1"
+
+
 def test_extra_settings_are_rendered() -> None:
     cluster = build_cluster(
         nodes(opensearch_extra_settings={"indices.query.bool.max_clause_count": 2048})
