@@ -378,6 +378,16 @@ BAD_INVENTORIES: list[tuple[str, Callable[[], Nodes], str, str]] = [
         "must be a mapping",
     ),
     (
+        "plugins-security-plugin",
+        everywhere(
+            opensearch_plugins=[
+                {"name": "opensearch-security", "source": "file", "path": "/tmp/s.zip"}
+            ]
+        ),
+        "opensearch_plugins[0]",
+        "remove this entry",
+    ),
+    (
         "plugins-twice",
         everywhere(opensearch_plugins=[SMARTCN, SMARTCN]),
         "opensearch_plugins[1]",

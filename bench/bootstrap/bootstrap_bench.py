@@ -98,7 +98,7 @@ def start_by_hand(nodes: list[LabNode]) -> float:
     archive = fetch_engine(cluster.distribution).path
     # The same plugins the playbook installs, from the same cache: the floor does the
     # same work, just without Ansible.
-    plugin_zips = [fetch_security_plugin(cluster.version, None).path]
+    plugin_zips = [fetch_security_plugin(cluster.version, None)[0].path]
     plugin_zips += [
         fetch_plugin(
             spec, engine_version=cluster.version, engine_archive=archive, project_root=REPO

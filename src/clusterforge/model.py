@@ -117,6 +117,8 @@ class Node:
 
 PLUGIN_SOURCES = ("build", "maven", "url", "file")
 PLUGIN_STATES = ("present", "absent")
+# Comes with the distribution or opensearch_security_plugin_path, never opensearch_plugins.
+SECURITY_PLUGIN_NAME = "opensearch-security"
 
 
 @dataclass(frozen=True)
@@ -753,6 +755,13 @@ def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
         name = entry.get("name")
         if not isinstance(name, str) or not _PLUGIN_NAME.match(name):
             problems.error(f"{where} needs a name, e.g. {{name: analysis-smartcn, source: build}}")
+            continue
+        if name == SECURITY_PLUGIN_NAME:
+            problems.error(
+                f"{where}: {name} is not listed here; the toolkit installs the security "
+                "plugin that matches the engine (or opensearch_security_plugin_path); "
+                "remove this entry"
+            )
             continue
         _check_plugin_fields(f"{where} ({name})", entry, problems)
         if name in seen:

@@ -27,7 +27,7 @@ from clusterforge.artifacts import (
     fetch_url,
 )
 from clusterforge.errors import ArtifactError
-from clusterforge.model import PluginSpec
+from clusterforge.model import SECURITY_PLUGIN_NAME, PluginSpec
 
 DESCRIPTOR = "plugin-descriptor.properties"
 
@@ -228,7 +228,7 @@ def fetch_plugin(
 
 
 # The security plugin is managed by its own role; unlisted-plugin removal never touches it.
-PROTECTED_PLUGINS = frozenset({"opensearch-security"})
+PROTECTED_PLUGINS = frozenset({SECURITY_PLUGIN_NAME})
 
 
 def plan_plugin_changes(
@@ -259,7 +259,9 @@ def plan_plugin_changes(
 SECURITY_PLUGIN_COORDINATES = "org.opensearch.plugin:opensearch-security"
 
 
-def fetch_security_plugin(engine_version: str, local_path: str | None) -> FetchedArtifact:
+def fetch_security_plugin(
+    engine_version: str, local_path: str | None
+) -> tuple[FetchedArtifact, PluginDescriptor]:
     """The security plugin zip for the engine (Maven's ``<version>.0``, or a local zip),
     checked against the engine version before any host is touched."""
     if local_path:
@@ -271,5 +273,4 @@ def fetch_security_plugin(engine_version: str, local_path: str | None) -> Fetche
         fetched = FetchedArtifact(source, fetched=False)
     else:
         fetched = fetch_maven_artifact(SECURITY_PLUGIN_COORDINATES, f"{engine_version}.0", "zip")
-    check_plugin(fetched.path, engine_version)
-    return fetched
+    return fetched, check_plugin(fetched.path, engine_version)
