@@ -1,0 +1,80 @@
+"""The Mitogen strategy wrapper's corrections, read back through Mitogen's own code."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+WRAPPER = Path(__file__).resolve().parents[1] / "plugins" / "strategy" / "mitogen_linear.py"
+
+transport_config = pytest.importorskip("ansible_mitogen.transport_config")
+mitogen_connection = pytest.importorskip("ansible_mitogen.connection")
+
+
+def load_wrapper() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("clusterforge_mitogen_linear", WRAPPER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class HostSettings:
+    """What a task's connection answers for one variable; nothing else is set."""
+
+    def __init__(self, compression: bool | None) -> None:
+        self.compression = compression
+
+    def get_task_var(self, name: str, default: Any = None) -> Any:
+        return self.compression if name == "mitogen_ssh_compression" else default
+
+
+def ssh_arguments(compression: bool | None) -> dict[str, Any]:
+    """The arguments Mitogen builds for an SSH connection from a host's settings."""
+
+    class Spec(transport_config.PlayContextSpec):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:  # the rest of a real spec is not needed here
+            self._connection = HostSettings(compression)
+
+    for name in (
+        "host_key_checking",
+        "private_key_file",
+        "remote_addr",
+        "remote_user",
+        "password",
+        "port",
+        "python_path",
+        "ssh_executable",
+        "timeout",
+        "ssh_args",
+        "verbosity",
+        "mitogen_ssh_keepalive_count",
+        "mitogen_ssh_keepalive_interval",
+        "mitogen_mask_remote_name",
+        "inventory_name",
+    ):
+        setattr(Spec, name, lambda self: None)
+    arguments: dict[str, Any] = mitogen_connection._connect_ssh(Spec())["kwargs"]
+    return arguments
+
+
+def test_ssh_compression_is_off_unless_a_host_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Put back what the wrapper replaces once this test ends.
+    for spec in (transport_config.PlayContextSpec, transport_config.MitogenViaSpec):
+        monkeypatch.setattr(spec, "mitogen_ssh_compression", spec.mitogen_ssh_compression)
+    assert ssh_arguments(None)["compression"] is True  # Mitogen's own default
+    load_wrapper()._compress_only_when_asked()
+    assert ssh_arguments(None)["compression"] is False
+    assert ssh_arguments(True)["compression"] is True
+    assert ssh_arguments(False)["compression"] is False
+
+
+def test_processes_are_left_to_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    affinity = pytest.importorskip("ansible_mitogen.affinity")
+    monkeypatch.setattr(affinity, "policy", affinity.policy)
+    load_wrapper()._leave_cpus_to_the_scheduler()
+    assert type(affinity.policy) is affinity.Policy
