@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
-FILTERS = Path(__file__).resolve().parents[1] / "plugins" / "filter" / "clusterforge.py"
+from collection_plugins import load_plugin
 
 
 def load_filters() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("clusterforge_filters", FILTERS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_plugin("filter", "clusterforge")
 
 
 def test_installed_plugins_are_named_by_their_directory_with_the_descriptor_version() -> None:

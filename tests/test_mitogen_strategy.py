@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-WRAPPER = Path(__file__).resolve().parents[1] / "plugins" / "strategy" / "mitogen_linear.py"
+from collection_plugins import load_plugin
 
 transport_config = pytest.importorskip("ansible_mitogen.transport_config")
 mitogen_connection = pytest.importorskip("ansible_mitogen.connection")
 
 
 def load_wrapper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("clusterforge_mitogen_linear", WRAPPER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_plugin("strategy", "mitogen_linear")
 
 
 class HostSettings:
