@@ -71,14 +71,14 @@ from clusterforge.snapshots import plan_snapshots
 
 DATA_ROLES = frozenset({"data"})
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
-# Files a node keeps in its data path: the run that formed the cluster writes them, and the
-# next plan reads them (clusterforge_observe) to tell a formed cluster and the mode it runs.
 # The engine's command-line tools (opensearch-plugin, opensearch-keystore) each start a JVM
 # that lives a second or two; on a cold bootstrap several run on every host at once. The
 # optimising compiler only costs such a process: with C1 alone the security plugin's
 # install took 2.05 s of CPU instead of 3.1 s, the keystore's creation 1.07 s instead of
 # 1.55 s (measured in a lab node). opensearch-cli appends this to its own JVM options.
 TOOL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Files a node keeps in its data path: the run that formed the cluster writes them, and the
+# next plan reads them (clusterforge_observe) to tell a formed cluster and the mode it runs.
 FORMED_MARKER = ".clusterforge-cluster-formed"
 SECURITY_MODE_MARKER = ".clusterforge-security-mode"
 

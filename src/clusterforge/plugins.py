@@ -227,7 +227,8 @@ def fetch_plugin(
     return fetched, descriptor
 
 
-# The security plugin is managed by its own role; unlisted-plugin removal never touches it.
+# The security plugin comes with the engine's version (the plan lists it with the other
+# plugins when the distribution lacks it); unlisted-plugin removal never touches it.
 PROTECTED_PLUGINS = frozenset({SECURITY_PLUGIN_NAME})
 
 
