@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,88 @@ def test_security_files_reuse_hashes_and_digests_only_change_with_passwords(tmp_
     assert differing == ["internalusers"]
     for text in changed["files"].values():
         assert "Unit-Kibana-new" not in text
+
+
+def test_check_records_spare_bcrypt_only_while_key_hash_and_password_all_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun keeps every hash without bcrypt; a changed password, another key (a new CA)
+    or an edited hash each fall back to bcrypt for the users concerned."""
+    import clusterforge.cluster_security as cluster_security
+
+    checked: list[str] = []
+    real_reuse_or_hash = cluster_security.reuse_or_hash
+
+    def counting(password: str, existing_hash: str | None) -> str:
+        checked.append(password)
+        return real_reuse_or_hash(password, existing_hash)
+
+    monkeypatch.setattr(cluster_security, "reuse_or_hash", counting)
+    key = b"k" * 32
+    state_path = tmp_path / "internal_users.hashes.json"
+
+    first = render_cluster_security(pki_dir=tmp_path, passwords=PASSWORDS, users=[], check_key=key)
+    assert sorted(checked) == sorted(PASSWORDS.values())
+    state = state_path.read_text()
+    for password in PASSWORDS.values():
+        assert password not in state
+    assert state_path.stat().st_mode & 0o777 == 0o600
+
+    checked.clear()
+    again = render_cluster_security(pki_dir=tmp_path, passwords=PASSWORDS, users=[], check_key=key)
+    assert (checked, again) == ([], first)
+    assert state_path.read_text() == state  # nothing to write on a rerun
+
+    changed = {**PASSWORDS, "kibana": "Unit-Kibana-changed"}
+    checked.clear()
+    render_cluster_security(pki_dir=tmp_path, passwords=changed, users=[], check_key=key)
+    assert checked == ["Unit-Kibana-changed"]
+
+    checked.clear()
+    other_ca = render_cluster_security(
+        pki_dir=tmp_path, passwords=changed, users=[], check_key=b"n" * 32
+    )
+    assert sorted(checked) == sorted(changed.values())
+    # bcrypt still verified every kept hash, so the files stay the same.
+    assert (
+        other_ca["digests"]
+        == render_cluster_security(
+            pki_dir=tmp_path, passwords=changed, users=[], check_key=b"n" * 32
+        )["digests"]
+    )
+
+    edited = state_path.read_text().replace('"admin": "$2', '"admin": "$2X', 1)
+    state_path.write_text(edited)
+    checked.clear()
+    render_cluster_security(pki_dir=tmp_path, passwords=changed, users=[], check_key=b"n" * 32)
+    assert checked == [PASSWORDS["admin"]]
+
+
+def test_a_hash_file_from_before_the_check_records_is_reused(tmp_path: Path) -> None:
+    first = render_cluster_security(pki_dir=tmp_path, passwords=PASSWORDS, users=[])
+    state_path = tmp_path / "internal_users.hashes.json"
+    hashes = json.loads(state_path.read_text())["hashes"]
+    state_path.write_text(json.dumps(hashes))  # the old form: {user: hash}
+    again = render_cluster_security(
+        pki_dir=tmp_path, passwords=PASSWORDS, users=[], check_key=b"k" * 32
+    )
+    assert again == first
+    assert json.loads(state_path.read_text())["hashes"] == hashes
+
+
+def test_the_plan_keys_its_check_records_with_the_ca_key(tmp_path: Path) -> None:
+    from clusterforge.cluster_pki import ensure_cluster_pki
+
+    nodes = secured_nodes(tmp_path)
+    build_plan(nodes, fetch=False)
+    records = json.loads((tmp_path / "internal_users.hashes.json").read_text())["checks"]
+    assert sorted(records) == sorted(PASSWORDS)
+    pki = ensure_cluster_pki(
+        build_cluster(nodes), pki_dir=tmp_path, passphrase=b"unit-test-passphrase"
+    )
+    assert len(pki.hash_check_key) == 32
+    assert "hash_check_key" not in repr(pki)
+    assert pki.hash_check_key.hex() not in (tmp_path / "internal_users.hashes.json").read_text()
 
 
 def test_the_default_pki_dir_is_hidden_from_ansibles_inventory_loader(tmp_path: Path) -> None:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
 from clusterforge.model import Cluster
@@ -60,6 +63,10 @@ class ClusterPki:
     # of them changes, so the role can place them as one directory and swap a link.
     generations: dict[str, str] | None = None
     nodes_dn_pattern: str = ""
+    # Keys the record that a kept internal-user hash still matches its password
+    # (clusterforge.cluster_security); derived from the CA key, so only whoever can issue
+    # an admin certificate could compute it. In memory only, never in a repr.
+    hash_check_key: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def nodes_dn(self) -> list[str]:
@@ -100,6 +107,20 @@ def nodes_dn_pattern(subject: SubjectFields, admin_common_name: str) -> str:
     ).rfc4514_string()
     admin = re.escape(admin_common_name)
     return f"/^CN=(?!{admin},){_NODE_CN},{re.escape(rest)}$/"
+
+
+# Names what the key derived from the CA key is for, so it can serve nothing else.
+HASH_CHECK_CONTEXT = b"clusterforge: internal user hash check, v1"
+
+
+def hash_check_key(ca_private_key: CertificateIssuerPrivateKeyTypes) -> bytes:
+    """The key of the internal users' hash-check record, derived from the CA's key."""
+    secret = ca_private_key.private_bytes(
+        serialization.Encoding.DER,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return hmac.new(secret, HASH_CHECK_CONTEXT, hashlib.sha256).digest()
 
 
 def _subject(cluster: Cluster, common_name: str) -> SubjectFields:
@@ -169,6 +190,7 @@ def ensure_cluster_pki(
         nodes_dn_pattern=nodes_dn_pattern(
             _subject(cluster, security.admin_common_name), security.admin_common_name
         ),
+        hash_check_key=hash_check_key(ca.private_key),
     )
 
 

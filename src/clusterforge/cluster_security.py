@@ -5,10 +5,21 @@ verifies against it, so a rerun renders byte-identical files and reloads nothing
 hashes of the last render are kept on the control node beside the PKI
 (``internal_users.hashes.json``, 0600): they are what makes reuse possible before any
 host is contacted.
+
+Checking a kept hash costs bcrypt's full work factor, for every user on every run (0.85
+s of a lab rerun). So the same file also records, per user, an HMAC of the user's name,
+hash and password under a key derived from the CA's private key
+(:func:`clusterforge.cluster_pki.hash_check_key`). When the record still matches, the
+hash is kept without bcrypt. Only whoever can decrypt the CA key can compute that key,
+and they can already issue an admin certificate; without it the record tells nothing
+about a password. A new CA, a changed password or an edited hash misses the record and
+falls back to bcrypt.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -31,14 +42,25 @@ from clusterforge.security_config import (
 HASH_STATE_FILE = "internal_users.hashes.json"
 
 
-def _load_hash_state(path: Path) -> dict[str, str]:
+def _strings(value: Any) -> dict[str, str]:
+    return {str(key): str(item) for key, item in value.items()} if isinstance(value, dict) else {}
+
+
+def _load_hash_state(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The kept hashes and their check records; a file from before the records held the
+    hashes alone (``{user: hash}``)."""
     try:
         loaded = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
-        return {}
-    return (
-        {str(key): str(value) for key, value in loaded.items()} if isinstance(loaded, dict) else {}
-    )
+        return {}, {}
+    if isinstance(loaded, dict) and isinstance(loaded.get("hashes"), dict):
+        return _strings(loaded["hashes"]), _strings(loaded.get("checks"))
+    return _strings(loaded), {}
+
+
+def _check_record(key: bytes, name: str, password_hash: str, password: str) -> str:
+    message = json.dumps([name, password_hash, password]).encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
 def render_cluster_security(
@@ -48,22 +70,33 @@ def render_cluster_security(
     users: Sequence[Mapping[str, Any]],
     roles: Mapping[str, Mapping[str, Any]] | None = None,
     role_mappings: Mapping[str, RoleMapping] | None = None,
+    check_key: bytes = b"",
 ) -> dict[str, Any]:
     """Render the nine security files; returns files, per-type digests and the marker text.
 
     ``passwords`` holds the predefined users' passwords, ``users`` the inventory's other
     users (``name``, ``password``, optional ``backend_roles`` and ``description``). Both
     were validated by the model already. ``roles`` and ``role_mappings`` add the toolkit's
-    own roles (the order service's, clusterforge.orders_search).
+    own roles (the order service's, clusterforge.orders_search). ``check_key`` (the
+    cluster PKI's ``hash_check_key``) keys the records that spare bcrypt on a rerun;
+    without it every kept hash is checked with bcrypt and no record is written.
     """
     state_path = pki_dir / HASH_STATE_FILE
-    previous = _load_hash_state(state_path)
+    previous, previous_checks = _load_hash_state(state_path)
     wanted = {name: str(passwords[name]) for name in PREDEFINED_USER_NAMES}
     wanted.update({str(user["name"]): str(user["password"]) for user in users})
 
-    # Each check of a kept hash costs bcrypt's full work factor (0.3-0.4 s here) and every
-    # run checks them all; bcrypt releases the interpreter lock, so they run side by side.
+    def recorded_match(name: str) -> bool:
+        kept = previous.get(name)
+        return bool(check_key and kept) and hmac.compare_digest(
+            previous_checks.get(name, ""), _check_record(check_key, name, str(kept), wanted[name])
+        )
+
+    # Each bcrypt check of a kept hash costs its full work factor (0.3-0.4 s here); bcrypt
+    # releases the interpreter lock, so the ones the records do not spare run side by side.
     def kept_or_new(name: str) -> str:
+        if recorded_match(name):
+            return previous[name]
         return reuse_or_hash(wanted[name], previous.get(name))
 
     with ThreadPoolExecutor(max_workers=min(len(wanted), os.cpu_count() or 1)) as pool:
@@ -79,10 +112,16 @@ def render_cluster_security(
                 description=str(user.get("description") or ""),
             )
         )
-    if hashes != previous:
+    checks = (
+        {name: _check_record(check_key, name, hashes[name], wanted[name]) for name in hashes}
+        if check_key
+        else {}
+    )
+    if (hashes, checks) != (previous, previous_checks):
         pki_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        state = {"hashes": hashes, "checks": checks}
         write_file_atomically(
-            state_path, (json.dumps(hashes, indent=2, sort_keys=True) + "\n").encode(), mode=0o600
+            state_path, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode(), mode=0o600
         )
     files = render_security_files(
         users=[*predefined_users({name: hashes[name] for name in PREDEFINED_USER_NAMES}), *extra],
