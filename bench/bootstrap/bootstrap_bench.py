@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchlib import load_average, timed_ping, write_section
+
 from clusterforge.artifacts import fetch_engine
 from clusterforge.cli import load_inventory_nodes
 from clusterforge.lab.cluster import Lab, LabNode, choose_network
@@ -73,23 +75,6 @@ def timed_playbook(lab: Lab) -> tuple[float, int]:
     started = time.monotonic()
     changed = lab.run_playbook()
     return time.monotonic() - started, changed
-
-
-def timed_ping(strategy: str | None = None) -> float:
-    """`ansible -m ping` on the lab's nodes; ``strategy`` overrides ansible.cfg's."""
-    ansible = str(REPO / ".venv/bin/ansible")
-    env = {**os.environ, "ANSIBLE_STRATEGY": strategy} if strategy else None
-    started = time.monotonic()
-    result = subprocess.run(
-        [ansible, "-i", str(LAB_DIR), "opensearch", "-m", "ansible.builtin.ping"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"ansible -m ping failed: {result.stdout[-800:]}{result.stderr[-800:]}")
-    return time.monotonic() - started
 
 
 def start_by_hand(nodes: list[LabNode]) -> float:
@@ -186,8 +171,8 @@ def measure(lab: Lab, network: str, count: int) -> Measured:
     rerun, changed_rerun = timed_playbook(lab)
     # Mitogen (ansible.cfg's strategy) pays a start-up of its own, so a ping with it costs
     # more than a plain one: both are recorded, and the rerun is held against the faster.
-    ping = min(timed_ping() for _ in range(3))
-    ping_linear = min(timed_ping("linear") for _ in range(3))
+    ping = min(timed_ping(LAB_DIR, "opensearch") for _ in range(3))
+    ping_linear = min(timed_ping(LAB_DIR, "opensearch", "linear") for _ in range(3))
     say(
         f"bench: {count} node(s): rerun {rerun:.1f} s, ping {ping:.1f} s "
         f"(linear {ping_linear:.1f} s); the floor"
@@ -247,20 +232,16 @@ def main() -> int:
     args = parser.parse_args()
     network, _ = choose_network(None)
     lab = Lab(repo=REPO, lab_dir=LAB_DIR)
-    load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load_before = load_average()
     print(f"bench: load average before: {load_before}", file=sys.stderr)
     rows = [measure(lab, network, count) for count in args.nodes]
     lab.down()
-    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load_after = load_average()
 
     summary = record(rows, network, load_before, load_after)
     print(summary)
     if not args.no_record:
-        path = REPO / "bench" / "RESULTS.md"
-        text = path.read_text()
-        start = text.index("## bootstrap (bench/bootstrap)")
-        end = text.index("\n## ", start + 3)
-        path.write_text(text[:start] + "## bootstrap (bench/bootstrap)\n\n" + summary + text[end:])
+        write_section("## bootstrap (bench/bootstrap)", summary)
     return 0
 
 

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from benchlib import load_average, write_section
 
 from clusterforge.lab.cluster import CONTAINER_PREFIX
 from clusterforge.loadcheck import ClusterLoad, LoadReport, LoadTarget
 
 REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "bench" / "RESULTS.md"
 HEADING = "## rolling (bench/rolling)"
 NODE_TIMEOUT_S = 300.0
 
@@ -260,14 +260,6 @@ def record(parts: list[Part], load_before: str, load_after: str, skipped: str) -
     return text
 
 
-def write_section(summary: str) -> None:
-    text = RESULTS.read_text()
-    start = text.index(HEADING)
-    end = text.find("\n## ", start + len(HEADING))
-    end = len(text) if end < 0 else end
-    RESULTS.write_text(text[:start] + HEADING + "\n\n" + summary + text[end:])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lab-json", type=Path, default=REPO / "inventories/lab/lab.json")
@@ -280,7 +272,7 @@ def main() -> int:
     target = LoadTarget.from_lab_json(args.lab_json)
     cluster = Cluster(target)
     nodes = len(facts["nodes"])
-    load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load_before = load_average()
     say(f"load average before: {load_before}")
     wait_for("the lab to be green before the run", lambda: cluster.green(nodes))
 
@@ -300,7 +292,7 @@ def main() -> int:
         wait_for("the lab to be green at the end", lambda: cluster.green(nodes))
         for index in ("bench-rolling-playbook", "bench-rolling-floor"):
             cluster.delete_index(index)
-    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load_after = load_average()
 
     for part in parts:
         print(f"{part.name}: {part.seconds:.1f}s, restarted {part.restarted}", file=sys.stderr)
@@ -308,7 +300,7 @@ def main() -> int:
     summary = record(parts, load_before, load_after, skipped)
     print(summary)
     if not args.no_record:
-        write_section(summary)
+        write_section(HEADING, summary)
     return 0 if all(part.report.ok and part.restarted == nodes for part in parts) else 1
 
 

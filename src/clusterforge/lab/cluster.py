@@ -469,15 +469,19 @@ class Lab:
         else:
             console_vars.unlink(missing_ok=True)
 
-    def run_playbook(self) -> int:
-        """Run site.yml against the lab; return the total of changed tasks from the recap."""
+    def run_playbook(self, *, echo: bool = True) -> int:
+        """Run site.yml against the lab; return the total of changed tasks from the recap.
+
+        ``echo=False`` keeps the playbook's output to itself (bench/rerun times many runs).
+        """
         command = [
             str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
             str(self.lab_dir),
             str(self.repo / "playbooks" / "site.yml"),
         ]
-        say("running playbooks/site.yml against the lab over SSH")
+        if echo:
+            say("running playbooks/site.yml against the lab over SSH")
         process = subprocess.Popen(  # noqa: S603
             command,
             cwd=self.repo,
@@ -489,14 +493,19 @@ class Lab:
         assert process.stdout is not None  # noqa: S101 - narrows the type; PIPE always sets it
         changed = 0
         in_recap = False
+        output: list[str] = []
         for line in process.stdout:
-            sys.stdout.write(line)
+            if echo:
+                sys.stdout.write(line)
+            else:
+                output.append(line)
             if line.startswith("PLAY RECAP"):
                 in_recap = True
             match = re.search(r"\bchanged=(\d+)", line)
             if in_recap and match:
                 changed += int(match.group(1))
         if process.wait() != 0:
+            sys.stdout.write("".join(output[-60:]))
             raise LabError("playbooks/site.yml failed; its output is above")
         return changed
 

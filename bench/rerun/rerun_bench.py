@@ -1,0 +1,120 @@
+"""Rerun benchmark: the idempotent ``playbooks/site.yml`` on the running lab, against
+``ansible -m ping`` on the same hosts, side by side in one run (issue 14, item 1).
+
+Each round runs, one after the other: ``ansible all -m ping`` with the checkout's
+strategy (ansible.cfg: Mitogen), the same with ``ANSIBLE_STRATEGY=linear``, and
+``ansible-playbook -i inventories/lab playbooks/site.yml``, whose recap must say
+changed=0 on every host (otherwise it was no idempotent rerun, and the benchmark says so
+and exits 1). The ratios are medians over the rounds: rerun / ping for each strategy.
+
+Needs the lab from ``scripts/up`` (any mode; the issue's figure is the tls lab with its
+apps host). Not a test: it measures and records into bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+from benchlib import REPO, load_average, timed_ping, write_section
+
+from clusterforge.lab.cluster import Lab
+
+LAB_DIR = REPO / "inventories" / "lab"
+HEADING = "## rerun (bench/rerun)"
+
+
+def say(message: str) -> None:
+    print(f"bench/rerun: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Round:
+    ping: float
+    ping_linear: float
+    rerun: float
+    changed: int
+
+
+def measure_round(lab: Lab) -> Round:
+    ping = timed_ping(LAB_DIR, "all")
+    ping_linear = timed_ping(LAB_DIR, "all", "linear")
+    started = time.monotonic()
+    changed = lab.run_playbook(echo=False)
+    return Round(ping, ping_linear, time.monotonic() - started, changed)
+
+
+def record(rounds: list[Round], facts: dict[str, object], loads: tuple[str, str]) -> str:
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    ping = median([item.ping for item in rounds])
+    linear = median([item.ping_linear for item in rounds])
+    rerun = median([item.rerun for item in rounds])
+    nodes = facts.get("nodes")
+    hosts = (len(nodes) if isinstance(nodes, list) else 0) + (1 if facts.get("services") else 0)
+    lines = [
+        "| round | ping s (checkout's strategy) | ping s (linear) | rerun s | changed |",
+        "|---:|---:|---:|---:|---:|",
+        *(
+            f"| {number} | {item.ping:.2f} | {item.ping_linear:.2f} | {item.rerun:.2f} "
+            f"| {item.changed} |"
+            for number, item in enumerate(rounds, start=1)
+        ),
+        f"| median | {ping:.2f} | {linear:.2f} | {rerun:.2f} | |",
+    ]
+    return (
+        f"Run `bench/rerun/run --rounds {len(rounds)}` against the lab from `scripts/up` "
+        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {facts.get('mode')} mode, "
+        f"{hosts} hosts (the nodes and the apps host); a machine with 2 cores; load average "
+        f"(1, 5, 15 min) {loads[0]} before and {loads[1]} after, as /proc/loadavg read "
+        "them). Each round: `ansible all -m ping` with the checkout's strategy, the same "
+        "with `linear`, then `playbooks/site.yml`, whose recap must say changed=0.\n\n"
+        + "\n".join(lines)
+        + f"\n\nRerun / ping, medians: **{rerun / ping:.1f}x** against the checkout's "
+        f"strategy, **{rerun / linear:.1f}x** against `linear`.\n"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds to run (default 5)")
+    parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give at least 1")
+    lab_json = LAB_DIR / "lab.json"
+    if not lab_json.exists():
+        raise SystemExit(f"{lab_json} does not exist: start the lab with scripts/up first")
+    facts = json.loads(lab_json.read_text())
+    lab = Lab(repo=REPO, lab_dir=LAB_DIR)
+    load_before = load_average()
+    say(f"load average before: {load_before}")
+    # The first run after a change may still have work to do; it is not measured.
+    say("a first site.yml run, not measured, so the measured ones start from the same state")
+    lab.run_playbook(echo=False)
+    rounds = []
+    for number in range(1, args.rounds + 1):
+        rounds.append(measure_round(lab))
+        item = rounds[-1]
+        say(
+            f"round {number}: ping {item.ping:.2f} s, linear {item.ping_linear:.2f} s, "
+            f"rerun {item.rerun:.2f} s (changed={item.changed})"
+        )
+    summary = record(rounds, facts, (load_before, load_average()))
+    print(summary)
+    if not args.no_record:
+        write_section(HEADING, summary, before="## rolling (bench/rolling)")
+    changed = [item.changed for item in rounds if item.changed]
+    if changed:
+        say(f"{len(changed)} rerun(s) changed something: not idempotent, so no ratio holds")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
