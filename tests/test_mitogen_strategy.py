@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -72,3 +74,43 @@ def test_processes_are_left_to_the_scheduler(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(affinity, "policy", affinity.policy)
     load_wrapper()._leave_cpus_to_the_scheduler()
     assert type(affinity.policy) is affinity.Policy
+
+
+def test_module_scans_are_kept_on_disk_until_a_file_they_name_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wrapper answers Mitogen's module_utils scan from its disk cache, and scans
+    again when the module, a file it imports, or the search path's directory changes."""
+    module_finder = pytest.importorskip("ansible_mitogen.module_finder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    utils = tmp_path / "module_utils"
+    utils.mkdir()
+    (utils / "helper.py").write_text("VALUE = 1\n")
+    # An old time on the directory, so the file added below changes it whatever the
+    # clock's resolution.
+    os.utime(utils, (1_000_000, 1_000_000))
+    module = tmp_path / "probe.py"
+    module.write_text("from ansible.module_utils.helper import VALUE\n")
+    scans: list[str] = []
+
+    def counted(**arguments: Any) -> Any:
+        scans.append(arguments["module_name"])
+        return module_finder.scan(**arguments)
+
+    scan = load_wrapper().cached_scan(counted, ["versions"])
+    arguments = {"module_name": "probe", "module_path": str(module), "search_path": [str(utils)]}
+
+    first = scan(**arguments)
+    assert ("ansible.module_utils.helper", str(utils / "helper.py"), False) in first
+    assert scan(**arguments) == first
+    assert len(scans) == 1
+    assert list((tmp_path / "cache" / "clusterforge" / "mitogen-scan").glob("*.json"))
+
+    (utils / "helper.py").write_text("VALUE = 22\n")  # an imported file changes
+    scan(**arguments)
+    (utils / "other.py").write_text("")  # the search path's directory changes
+    scan(**arguments)
+    module.write_text("from ansible.module_utils.other import *\n")  # the module changes
+    assert ("ansible.module_utils.other", str(utils / "other.py"), False) in scan(**arguments)
+    assert len(scans) == 4
+    assert scan(**arguments) and len(scans) == 4

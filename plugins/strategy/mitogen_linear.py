@@ -34,12 +34,28 @@ bootstrap's copies to the compressor's speed: 56 MB to 3 lab hosts took 3.8 s wi
 and 1.5 s without (their ping subtracted). This wrapper makes the unset default "off";
 a host on a slow link can still set ``mitogen_ssh_compression: true``.
 
+Mitogen 0.3.54 also works out, in each run, which module_utils files each module
+imports (ansible_mitogen.module_finder.scan): it compiles the module and every file it
+imports, about 46 files for ``ping``. On the tls lab that was 11 modules and 1.1 s of
+every run, each scan holding up the first task that runs its module. This wrapper keeps
+each scan's answer on disk (``$XDG_CACHE_HOME/clusterforge/mitogen-scan``, else
+``~/.cache/...``) with the size and modification time of every file it names and of the
+search path's directories, and the Ansible, Mitogen and Python versions in its key; a
+change to any of them scans again.
+
 Turn Mitogen off with ``ANSIBLE_STRATEGY=linear`` (README, "Speed"). Without Mitogen
 installed this plugin is plain ``linear`` and says so once.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModule
@@ -113,11 +129,81 @@ def _compress_only_when_asked() -> None:
         spec.mitogen_ssh_compression = compression
 
 
+# Bump when the entries' shape changes; older entries then miss.
+SCAN_CACHE_FORMAT = 1
+
+
+def scan_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "clusterforge" / "mitogen-scan"
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return [status.st_mtime_ns, status.st_size]
+
+
+def cached_scan(scan: Callable[..., Any], versions: Sequence[str]) -> Callable[..., Any]:
+    """Mitogen's ``scan(module_name, module_path, search_path)``, answered from the disk
+    while every file the answer names (and the search path's directories) is unchanged."""
+
+    def remembered(module_name: str, module_path: str, search_path: Sequence[str]) -> Any:
+        key = json.dumps(
+            [SCAN_CACHE_FORMAT, list(versions), module_name, module_path, list(search_path)]
+        )
+        entry_path = scan_cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+        try:
+            entry = json.loads(entry_path.read_text())
+            if entry["key"] == key and all(_stamp(path) == kept for path, kept in entry["stamps"]):
+                return [tuple(item) for item in entry["result"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # no entry yet, or an unreadable one: scan
+        result = scan(module_name=module_name, module_path=module_path, search_path=search_path)
+        watched = dict.fromkeys([module_path, *search_path, *(item[1] for item in result)])
+        entry = {
+            "key": key,
+            "stamps": [[path, _stamp(path)] for path in watched],
+            "result": [list(item) for item in result],
+        }
+        try:  # the cache only saves time: a directory that cannot be written is no error
+            entry_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with tempfile.NamedTemporaryFile(
+                "w", dir=entry_path.parent, suffix=".tmp", delete=False
+            ) as handle:
+                json.dump(entry, handle)
+            os.replace(handle.name, entry_path)
+        except OSError:
+            pass
+        return result
+
+    remembered.clusterforge_cached = True  # type: ignore[attr-defined]
+    return remembered
+
+
+def _remember_module_scans() -> None:
+    """Keep Mitogen's module_utils scans across runs, once, before its multiplexer (which
+    runs them) forks from the controller."""
+    try:
+        import mitogen
+        from ansible.release import __version__ as ansible_version
+        from ansible_mitogen import module_finder
+    except ImportError:
+        return
+    if getattr(module_finder.scan, "clusterforge_cached", False):
+        return
+    versions = [ansible_version, str(mitogen.__version__), sys.version]
+    module_finder.scan = cached_scan(module_finder.scan, versions)
+
+
 class StrategyModule(MitogenStrategyModule):  # type: ignore[misc,valid-type]
     def run(self, iterator: Any, play_context: Any, *args: Any, **kwargs: Any) -> Any:
         _list_collections_once()
         _leave_cpus_to_the_scheduler()
         _compress_only_when_asked()
+        _remember_module_scans()
         hosts = self._inventory.get_hosts(iterator._play.hosts)
         if hosts and all(host.name in CONTROL_NODE_NAMES for host in hosts):
             return LinearStrategyModule.run(self, iterator, play_context, *args, **kwargs)
