@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
 import subprocess
 import sys
@@ -17,7 +18,13 @@ MODULE = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "clusterf
 USER = "root" if os.geteuid() == 0 else None
 
 
-def run(tmp_path: Path, check: bool = False, diff: bool = False, **args: Any) -> dict[str, Any]:
+def run(
+    tmp_path: Path,
+    check: bool = False,
+    diff: bool = False,
+    env: dict[str, str] | None = None,
+    **args: Any,
+) -> dict[str, Any]:
     arguments = tmp_path / "args.json"
     arguments.write_text(
         json.dumps(
@@ -25,7 +32,11 @@ def run(tmp_path: Path, check: bool = False, diff: bool = False, **args: Any) ->
         )
     )
     done = subprocess.run(
-        [sys.executable, str(MODULE), str(arguments)], capture_output=True, text=True, check=False
+        [sys.executable, str(MODULE), str(arguments)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -178,3 +189,59 @@ def test_exists_reports_each_path_before_the_task_without_reading_it(tmp_path: P
         str(directory): False,
     }
     assert "before" in result and result["before"] == {}
+
+
+def test_accounts_are_made_or_fixed_with_the_system_tools_and_left_when_right(
+    tmp_path: Path,
+) -> None:
+    """The account tools here are recording stand-ins on PATH (the test must not add users
+    to the machine it runs on); the lookups are the machine's own, so root is an account
+    that exists and a random name one that does not. Molecule's scenarios make the real
+    accounts in containers, and their idempotence checks hold every rerun to changed=0."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    calls = tmp_path / "calls"
+    for tool in ("groupadd", "useradd", "usermod"):
+        (tools / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\n')
+        (tools / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    absent = f"cf-absent-{os.getpid()}"
+    new = {"name": absent, "home": "/var/lib/example"}
+
+    preview = run(tmp_path, check=True, env=env, accounts=[new])
+    assert preview["changed_accounts"] == [f"group {absent}", f"user {absent}"]
+    assert preview["changed"] and not calls.exists()
+
+    made = run(tmp_path, env=env, accounts=[new])
+    assert made["changed_accounts"] == [f"group {absent}", f"user {absent}"]
+    assert calls.read_text().splitlines() == [
+        f"groupadd --system {absent}",
+        f"useradd --system --gid {absent} --home-dir /var/lib/example --no-create-home "
+        f"--shell /usr/sbin/nologin {absent}",
+    ]
+
+    calls.unlink()
+    root = pwd.getpwnam("root")
+    same = run(
+        tmp_path, env=env, accounts=[{"name": "root", "home": root.pw_dir, "shell": root.pw_shell}]
+    )
+    assert (same["changed"], same["changed_accounts"], calls.exists()) == (False, [], False)
+
+    moved = run(
+        tmp_path, env=env, accounts=[{"name": "root", "home": "/elsewhere", "shell": root.pw_shell}]
+    )
+    assert moved["changed_accounts"] == ["user root"]
+    assert calls.read_text().splitlines() == ["usermod --home /elsewhere root"]
+
+
+def test_a_failing_account_tool_fails_the_task_with_its_message(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "groupadd").write_text(
+        '#!/bin/sh\necho "groupadd: cannot lock /etc/group" >&2\nexit 10\n'
+    )
+    (tools / "groupadd").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    result = run(tmp_path, env=env, accounts=[{"name": f"cf-absent-{os.getpid()}", "home": "/x"}])
+    assert result["failed"]
+    assert "exit code 10" in result["msg"] and "cannot lock /etc/group" in result["msg"]

@@ -1,4 +1,4 @@
-"""Module: place a role's whole set of planned files on a host in one task.
+"""Module: place a role's whole set of planned files (and their accounts) in one task.
 
 A rerun used to cost one task per file, directory and marker, and each task costs the
 controller about as much as the work it does (issue 14). This module takes every
@@ -19,6 +19,16 @@ description:
   - Check mode reports what would change and changes nothing; with C(--diff) the content
     changes of files not marked C(secret) are shown, headed by their paths.
 options:
+  accounts:
+    description:
+      - System accounts the entries below may name as owner, made first (C(name),
+        C(home), and C(shell), default C(/usr/sbin/nologin)): a system group C(name),
+        and a system user C(name) in it, with that home (not created) and shell.
+      - An existing user's primary group, home and shell are set to these, as
+        M(ansible.builtin.user) would; its uid is kept.
+    type: list
+    elements: dict
+    default: []
   directories:
     description: Directories to create or fix (C(path), C(owner), C(group), C(mode)).
     type: list
@@ -93,6 +103,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+changed_accounts:
+  description: The groups and users this task made or changed (C(group NAME),
+    C(user NAME)), or would, in check mode.
+  type: list
+  elements: str
 changed_paths:
   description: Every path this task changed (or would change, in check mode), in order.
   type: list
@@ -130,6 +145,16 @@ def _ids(module: AnsibleModule, entry: dict[str, Any]) -> tuple[int, int] | None
             return None
         module.fail_json(msg=f"{entry['path']}: no such user or group on this host: {error}")
     return uid, gid
+
+
+NOLOGIN = "/usr/sbin/nologin"
+
+
+def _group_id(name: str) -> int | None:
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
 
 
 def _mode(entry: dict[str, Any]) -> int:
@@ -179,7 +204,39 @@ class Placement:
         self.module = module
         self.check = module.check_mode
         self.changed_paths: list[str] = []
+        self.changed_accounts: list[str] = []
         self.diffs: list[dict[str, str]] = []
+
+    def account(self, entry: dict[str, Any]) -> None:
+        """A system group and a system user of one name; what differs is fixed."""
+        name, home = str(entry["name"]), str(entry["home"])
+        shell = str(entry.get("shell") or NOLOGIN)
+        if _group_id(name) is None:
+            self.changed_accounts.append(f"group {name}")
+            self._command(["groupadd", "--system", name])
+        try:
+            user = pwd.getpwnam(name)
+        except KeyError:
+            self.changed_accounts.append(f"user {name}")
+            create = ["useradd", "--system", "--gid", name, "--home-dir", home]
+            self._command([*create, "--no-create-home", "--shell", shell, name])
+            return
+        fixes = [] if user.pw_gid == _group_id(name) else ["--gid", name]
+        fixes += [] if user.pw_dir == home else ["--home", home]
+        fixes += [] if user.pw_shell == shell else ["--shell", shell]
+        if fixes:
+            self.changed_accounts.append(f"user {name}")
+            self._command(["usermod", *fixes, name])
+
+    def _command(self, argv: list[str]) -> None:
+        if self.check:
+            return
+        executable = self.module.get_bin_path(argv[0], required=True)
+        rc, out, err = self.module.run_command([executable, *argv[1:]])
+        if rc != 0:
+            self.module.fail_json(
+                msg=f"{' '.join(argv)} failed with exit code {rc}: {(err or out).strip()}"
+            )
 
     def changed(self, path: str) -> None:
         if path not in self.changed_paths:
@@ -294,6 +351,7 @@ def _link_targets(links: list[dict[str, Any]]) -> set[str]:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
+            "accounts": {"type": "list", "elements": "dict", "default": []},
             "directories": {"type": "list", "elements": "dict", "default": []},
             "files": {"type": "list", "elements": "dict", "default": []},
             "attributes": {"type": "list", "elements": "dict", "default": []},
@@ -317,6 +375,8 @@ def main() -> None:
     existed = {path: os.path.lexists(path) for path in params["exists"]}
     placement = Placement(module)
     keep = _link_targets(params["links"])
+    for entry in params["accounts"]:
+        placement.account(entry)
     for entry in params["directories"]:
         placement.directory(entry)
     for entry in params["files"]:
@@ -335,7 +395,8 @@ def main() -> None:
     for path in params["absent"]:
         placement.absent(path)
     result: dict[str, Any] = {
-        "changed": bool(placement.changed_paths),
+        "changed": bool(placement.changed_paths or placement.changed_accounts),
+        "changed_accounts": placement.changed_accounts,
         "changed_paths": placement.changed_paths,
         "before": before,
         "existed": existed,
