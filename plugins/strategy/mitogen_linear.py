@@ -141,7 +141,7 @@ def scan_cache_dir() -> Path:
 def _stamp(path: str) -> list[int] | None:
     try:
         status = os.stat(path)
-    except OSError:
+    except (OSError, TypeError, ValueError):  # gone, or no file path at all
         return None
     return [status.st_mtime_ns, status.st_size]
 
