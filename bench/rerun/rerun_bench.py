@@ -49,12 +49,9 @@ def measure_round(lab: Lab) -> Round:
 
 
 def record(rounds: list[Round], facts: dict[str, object], loads: tuple[str, str]) -> str:
-    def median(values: list[float]) -> float:
-        return statistics.median(values)
-
-    ping = median([item.ping for item in rounds])
-    linear = median([item.ping_linear for item in rounds])
-    rerun = median([item.rerun for item in rounds])
+    ping = statistics.median(item.ping for item in rounds)
+    linear = statistics.median(item.ping_linear for item in rounds)
+    rerun = statistics.median(item.rerun for item in rounds)
     nodes = facts.get("nodes")
     hosts = (len(nodes) if isinstance(nodes, list) else 0) + (1 if facts.get("services") else 0)
     lines = [

@@ -13,6 +13,7 @@ Two network modes (DESIGN.md, "Open-file limit"):
 from __future__ import annotations
 
 import base64
+import collections
 import functools
 import json
 import os
@@ -493,19 +494,20 @@ class Lab:
         assert process.stdout is not None  # noqa: S101 - narrows the type; PIPE always sets it
         changed = 0
         in_recap = False
-        output: list[str] = []
+        # Without echo, only the tail is kept, to show when the run fails.
+        tail: collections.deque[str] = collections.deque(maxlen=60)
         for line in process.stdout:
             if echo:
                 sys.stdout.write(line)
             else:
-                output.append(line)
+                tail.append(line)
             if line.startswith("PLAY RECAP"):
                 in_recap = True
             match = re.search(r"\bchanged=(\d+)", line)
             if in_recap and match:
                 changed += int(match.group(1))
         if process.wait() != 0:
-            sys.stdout.write("".join(output[-60:]))
+            sys.stdout.write("".join(tail))
             raise LabError("playbooks/site.yml failed; its output is above")
         return changed
 
