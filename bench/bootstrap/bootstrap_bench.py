@@ -28,7 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib import load_average, timed_ping, write_section
+from benchlib import (
+    add_quiet_option,
+    load_average,
+    timed_ping,
+    wait_until_quiet,
+    write_section,
+)
 
 from clusterforge.artifacts import fetch_engine
 from clusterforge.cli import load_inventory_nodes
@@ -160,12 +166,16 @@ class Measured:
     ping_linear: float
     changed_cold: int
     changed_rerun: int
+    # The 1-minute load average when the cold run and the floor started.
+    load_cold: float
+    load_floor: float
 
 
-def measure(lab: Lab, network: str, count: int) -> Measured:
+def measure(lab: Lab, network: str, count: int, quiet_load: float) -> Measured:
     say = functools.partial(print, file=sys.stderr)
     say(f"bench: {count} node(s): cold bootstrap")
     fresh_lab(lab, network, count)
+    load_cold = wait_until_quiet(quiet_load, what=f"the cold bootstrap of {count} node(s)")
     cold, changed_cold = timed_playbook(lab)
     say(f"bench: {count} node(s): cold {cold:.1f} s; idempotent rerun")
     rerun, changed_rerun = timed_playbook(lab)
@@ -177,23 +187,46 @@ def measure(lab: Lab, network: str, count: int) -> Measured:
         f"bench: {count} node(s): rerun {rerun:.1f} s, ping {ping:.1f} s "
         f"(linear {ping_linear:.1f} s); the floor"
     )
-    floor = start_by_hand(fresh_lab(lab, network, count))
+    nodes = fresh_lab(lab, network, count)
+    load_floor = wait_until_quiet(quiet_load, what=f"the floor of {count} node(s)")
+    floor = start_by_hand(nodes)
     say(f"bench: {count} node(s): floor {floor:.1f} s")
-    return Measured(count, cold, floor, rerun, ping, ping_linear, changed_cold, changed_rerun)
+    return Measured(
+        count,
+        cold,
+        floor,
+        rerun,
+        ping,
+        ping_linear,
+        changed_cold,
+        changed_rerun,
+        load_cold,
+        load_floor,
+    )
 
 
-def record(rows: list[Measured], network: str, load_before: str, load_after: str) -> str:
+def record(
+    rows: list[Measured], network: str, load_before: str, load_after: str, quiet_load: float
+) -> str:
     lines = [
         "| nodes | cold bootstrap s | floor s | cold / floor | rerun s (changed) "
-        "| ping s (default strategy / linear) | rerun / faster ping |",
-        "|---:|---:|---:|---:|---|---|---:|",
+        "| ping s (default strategy / linear) | rerun / faster ping "
+        "| 1-min load at the cold start / the floor's start |",
+        "|---:|---:|---:|---:|---|---|---:|---|",
     ]
     lines += [
         f"| {row.nodes} | {row.cold:.1f} | {row.floor:.1f} | {row.cold / row.floor:.2f}x "
         f"| {row.rerun:.1f} (changed={row.changed_rerun}) | {row.ping:.1f} / {row.ping_linear:.1f} "
-        f"| {row.rerun / min(row.ping, row.ping_linear):.1f}x |"
+        f"| {row.rerun / min(row.ping, row.ping_linear):.1f}x "
+        f"| {row.load_cold:.2f} / {row.load_floor:.2f} |"
         for row in rows
     ]
+    waited = (
+        f"Each cold run and each floor started once the 1-minute load average was below "
+        f"{quiet_load} (or after 5 minutes of waiting).\n\n"
+        if quiet_load > 0
+        else "The parts did not wait for the load to fall (`--quiet-load 0`).\n\n"
+    )
     return (
         f"Run `bench/bootstrap/run --nodes {','.join(str(row.nodes) for row in rows)}` "
         f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
@@ -204,7 +237,7 @@ def record(rows: list[Measured], network: str, load_before: str, load_after: str
         "hand from pre-rendered files to green (no Ansible). rerun: the idempotent second "
         "site.yml. ping: `ansible -m ping` on the same hosts, the best of 3, with the "
         "checkout's strategy (Mitogen unless ANSIBLE_STRATEGY says otherwise) and with "
-        "`linear`.\n\n" + "\n".join(lines) + "\n"
+        "`linear`.\n\n" + waited + "\n".join(lines) + "\n"
     )
 
 
@@ -229,16 +262,17 @@ def main() -> int:
         default=[3],
         help="node counts to measure, comma-separated (default 3; 1,3,5 for the curve)",
     )
+    add_quiet_option(parser, default=1.0)
     args = parser.parse_args()
     network, _ = choose_network(None)
     lab = Lab(repo=REPO, lab_dir=LAB_DIR)
     load_before = load_average()
     print(f"bench: load average before: {load_before}", file=sys.stderr)
-    rows = [measure(lab, network, count) for count in args.nodes]
+    rows = [measure(lab, network, count, args.quiet_load) for count in args.nodes]
     lab.down()
     load_after = load_average()
 
-    summary = record(rows, network, load_before, load_after)
+    summary = record(rows, network, load_before, load_after, args.quiet_load)
     print(summary)
     if not args.no_record:
         write_section("## bootstrap (bench/bootstrap)", summary)

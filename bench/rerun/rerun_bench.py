@@ -20,7 +20,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from benchlib import REPO, load_average, timed_ping, write_section
+from benchlib import (
+    REPO,
+    add_quiet_option,
+    load_average,
+    timed_ping,
+    wait_until_quiet,
+    write_section,
+)
 
 from clusterforge.lab.cluster import Lab
 
@@ -38,31 +45,36 @@ class Round:
     ping_linear: float
     rerun: float
     changed: int
+    load: float  # the 1-minute load average when the round started
 
 
-def measure_round(lab: Lab) -> Round:
+def measure_round(lab: Lab, quiet_load: float, number: int) -> Round:
+    load = wait_until_quiet(quiet_load, what=f"round {number}")
     ping = timed_ping(LAB_DIR, "all")
     ping_linear = timed_ping(LAB_DIR, "all", "linear")
     started = time.monotonic()
     changed = lab.run_playbook(echo=False)
-    return Round(ping, ping_linear, time.monotonic() - started, changed)
+    return Round(ping, ping_linear, time.monotonic() - started, changed, load)
 
 
-def record(rounds: list[Round], facts: dict[str, object], loads: tuple[str, str]) -> str:
+def record(
+    rounds: list[Round], facts: dict[str, object], loads: tuple[str, str], quiet_load: float
+) -> str:
     ping = statistics.median(item.ping for item in rounds)
     linear = statistics.median(item.ping_linear for item in rounds)
     rerun = statistics.median(item.rerun for item in rounds)
     nodes = facts.get("nodes")
     hosts = (len(nodes) if isinstance(nodes, list) else 0) + (1 if facts.get("services") else 0)
     lines = [
-        "| round | ping s (checkout's strategy) | ping s (linear) | rerun s | changed |",
-        "|---:|---:|---:|---:|---:|",
+        "| round | ping s (checkout's strategy) | ping s (linear) | rerun s | changed "
+        "| 1-min load at its start |",
+        "|---:|---:|---:|---:|---:|---:|",
         *(
             f"| {number} | {item.ping:.2f} | {item.ping_linear:.2f} | {item.rerun:.2f} "
-            f"| {item.changed} |"
+            f"| {item.changed} | {item.load:.2f} |"
             for number, item in enumerate(rounds, start=1)
         ),
-        f"| median | {ping:.2f} | {linear:.2f} | {rerun:.2f} | |",
+        f"| median | {ping:.2f} | {linear:.2f} | {rerun:.2f} | | |",
     ]
     return (
         f"Run `bench/rerun/run --rounds {len(rounds)}` against the lab from `scripts/up` "
@@ -70,7 +82,13 @@ def record(rounds: list[Round], facts: dict[str, object], loads: tuple[str, str]
         f"{hosts} hosts (the nodes and the apps host); a machine with 2 cores; load average "
         f"(1, 5, 15 min) {loads[0]} before and {loads[1]} after, as /proc/loadavg read "
         "them). Each round: `ansible all -m ping` with the checkout's strategy, the same "
-        "with `linear`, then `playbooks/site.yml`, whose recap must say changed=0.\n\n"
+        "with `linear`, then `playbooks/site.yml`, whose recap must say changed=0. "
+        + (
+            f"Each round started once the 1-minute load average was below {quiet_load} "
+            "(or after 5 minutes of waiting).\n\n"
+            if quiet_load > 0
+            else "The rounds did not wait for the load to fall (`--quiet-load 0`).\n\n"
+        )
         + "\n".join(lines)
         + f"\n\nRerun / ping, medians: **{rerun / ping:.1f}x** against the checkout's "
         f"strategy, **{rerun / linear:.1f}x** against `linear`.\n"
@@ -81,6 +99,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5, help="rounds to run (default 5)")
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
+    add_quiet_option(parser, default=1.0)
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give at least 1")
@@ -96,13 +115,13 @@ def main() -> int:
     lab.run_playbook(echo=False)
     rounds = []
     for number in range(1, args.rounds + 1):
-        rounds.append(measure_round(lab))
+        rounds.append(measure_round(lab, args.quiet_load, number))
         item = rounds[-1]
         say(
             f"round {number}: ping {item.ping:.2f} s, linear {item.ping_linear:.2f} s, "
             f"rerun {item.rerun:.2f} s (changed={item.changed})"
         )
-    summary = record(rounds, facts, (load_before, load_average()))
+    summary = record(rounds, facts, (load_before, load_average()), args.quiet_load)
     print(summary)
     if not args.no_record:
         write_section(HEADING, summary, before="## rolling (bench/rolling)")

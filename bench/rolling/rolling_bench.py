@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from benchlib import load_average, write_section
+from benchlib import add_quiet_option, load_average, wait_until_quiet, write_section
 
 from clusterforge.lab.cluster import CONTAINER_PREFIX
 from clusterforge.loadcheck import ClusterLoad, LoadReport, LoadTarget
@@ -51,6 +51,7 @@ class Part:
     restarted: int
     note: str = ""
     per_node_s: dict[str, float] | None = None
+    load: float = 0.0  # the 1-minute load average when the part started
 
 
 class Cluster:
@@ -216,12 +217,14 @@ def health_text(report: LoadReport) -> str:
     )
 
 
-def record(parts: list[Part], load_before: str, load_after: str, skipped: str) -> str:
+def record(
+    parts: list[Part], load_before: str, load_after: str, skipped: str, quiet_load: float
+) -> str:
     floor = next((part for part in parts if part.name.startswith("floor")), None)
     rows = [
         "| measure | seconds | ratio | nodes restarted | requests | failed | retried | "
-        "red seen | health samples | lost writes | p50 / p99 / max ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
+        "red seen | health samples | lost writes | p50 / p99 / max ms | 1-min load at start |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|",
     ]
     for part in parts:
         report = part.report
@@ -233,7 +236,7 @@ def record(parts: list[Part], load_before: str, load_after: str, skipped: str) -
             f"{'yes' if report.red_seen else 'no'} | {health_text(report)} | "
             f"{report.lost_writes} of {report.acknowledged_writes} | "
             f"{report.latency_p50_ms:.0f} / {report.latency_p99_ms:.0f} / "
-            f"{report.latency_max_ms:.0f} |"
+            f"{report.latency_max_ms:.0f} | {part.load:.2f} |"
         )
     samples = [
         f"- {part.name}: {sample}" for part in parts for sample in part.report.failure_samples
@@ -247,7 +250,15 @@ def record(parts: list[Part], load_before: str, load_after: str, skipped: str) -
         "50 ms plus its latency, writes and reads alternating round-robin over the three "
         "nodes (a failed attempt is retried on the next node; failed = failed on every "
         "node), health sampled every 0.5 s, every acknowledged write read back by id at "
-        "the end.\n\n" + "\n".join(rows) + "\n"
+        "the end. "
+        + (
+            f"Each part started once the 1-minute load average was below {quiet_load} "
+            "(or after 5 minutes of waiting).\n\n"
+            if quiet_load > 0
+            else "The parts did not wait for the load to fall (`--quiet-load 0`).\n\n"
+        )
+        + "\n".join(rows)
+        + "\n"
     )
     for part in parts:
         if part.per_node_s:
@@ -266,6 +277,7 @@ def main() -> int:
     parser.add_argument("--playbook", type=Path, default=REPO / "playbooks/rolling-restart.yml")
     parser.add_argument("--only", choices=("both", "rolling", "floor"), default="both")
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
+    add_quiet_option(parser, default=1.0)
     args = parser.parse_args()
 
     facts = json.loads(args.lab_json.read_text())
@@ -282,12 +294,16 @@ def main() -> int:
     try:
         if args.only in ("both", "rolling"):
             if playbook.exists():
+                load = wait_until_quiet(args.quiet_load, what="the rolling part")
                 parts.append(rolling_part(target, cluster, playbook, nodes))
+                parts[-1].load = load
             else:
                 skipped = f"The rolling part was not run: {playbook} does not exist yet."
                 say(skipped)
         if args.only in ("both", "floor"):
+            load = wait_until_quiet(args.quiet_load, what="the floor")
             parts.append(floor_part(target, cluster, nodes))
+            parts[-1].load = load
     finally:
         wait_for("the lab to be green at the end", lambda: cluster.green(nodes))
         for index in ("bench-rolling-playbook", "bench-rolling-floor"):
@@ -297,7 +313,7 @@ def main() -> int:
     for part in parts:
         print(f"{part.name}: {part.seconds:.1f}s, restarted {part.restarted}", file=sys.stderr)
         print(json.dumps(part.report.to_dict(), indent=2), file=sys.stderr)
-    summary = record(parts, load_before, load_after, skipped)
+    summary = record(parts, load_before, load_after, skipped, args.quiet_load)
     print(summary)
     if not args.no_record:
         write_section(HEADING, summary)
