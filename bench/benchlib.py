@@ -63,7 +63,7 @@ def wait_until_quiet(limit: float, *, what: str, timeout_s: float = 300.0) -> fl
             return load
         time.sleep(5)
         load = one_minute_load()
-        if time.monotonic() - said >= 30:
+        if load >= limit and time.monotonic() - said >= 30:
             said = time.monotonic()
             print(f"bench: load average {load:.2f}, still waiting", file=sys.stderr)
     return load
