@@ -17,7 +17,7 @@ from clusterforge_orders import (
     OrderCreateResponse,
     parse_order_create_request,
 )
-from clusterforge_orders.models import new_order_id
+from clusterforge_orders.models import CREATE_TIME_FORMAT, format_create_time, new_order_id
 
 
 def _violations(body: bytes) -> list[tuple[str, str]]:
@@ -148,3 +148,15 @@ def test_event_is_an_immutable_snapshot_of_the_response() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.amount = Decimal(2)  # type: ignore[misc]
     assert OrderCreatedEvent.__name__.endswith("edEvent")
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 11, 23, 7, 0, 0),
+        datetime(2026, 11, 23, 7, 0, 0, 999999),
+        datetime(1999, 1, 2, 3, 4, 5, 1),
+    ],
+)
+def test_create_time_is_written_as_the_format_says(moment: datetime) -> None:
+    assert format_create_time(moment) == moment.strftime(CREATE_TIME_FORMAT)

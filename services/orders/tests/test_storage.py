@@ -5,16 +5,19 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from datetime import datetime
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import inspect, select, text
+from sqlalchemy import DateTime, func, inspect, select, text
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import IntegrityError
 
 from clusterforge_orders import ConfigurationError, Database
 from clusterforge_orders.storage import (
     ALEMBIC_VERSION_TABLE,
     PreparedInsert,
+    _bind_processor,
     order_audit_log_table,
     order_sync_outbox_table,
     orders_table,
@@ -210,3 +213,44 @@ def test_prepared_order_insert_stores_what_execute_stores(database_url: str, amo
         assert tuple(typed[1][1:]) == values
     finally:
         database.dispose()
+
+
+def test_prepared_insert_raises_sqlalchemys_error_and_the_transaction_rolls_back(
+    database_url: str,
+) -> None:
+    """A driver error is SQLAlchemy's wrapper, as from execute(), and nothing stays."""
+    columns = ("order_id", "user_id", "product_name", "amount", "create_time")
+    values = ("u", "p", Decimal(3), datetime(2026, 11, 23, 7, 0, 0))
+    insert = PreparedInsert(orders_table, columns)
+    database = Database(url=database_url)
+    try:
+        database.migrate()
+        with pytest.raises(IntegrityError), database.engine.begin() as connection:
+            insert.execute(connection, ("ORD-dup", *values))
+            insert.execute(connection, ("ORD-dup", *values))
+        with database.engine.connect() as connection:
+            count = connection.execute(select(func.count()).select_from(orders_table))
+            assert count.scalar_one() == 0
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 11, 23, 7, 0, 0),
+        datetime(2026, 11, 23, 7, 0, 0, 6),
+        datetime(5, 1, 2, 3, 4, 5, 999999),
+        datetime(9999, 12, 31, 23, 59, 59, 999999),
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=8))),
+        date(2026, 1, 2),
+        None,
+    ],
+)
+def test_sqlite_datetime_bind_writes_sqlalchemys_text(value: datetime | date | None) -> None:
+    """The fast path for naive datetimes writes exactly SQLAlchemy's own SQLite text."""
+    dialect = sqlite.dialect()
+    general = DateTime().dialect_impl(dialect).bind_processor(dialect)
+    fast = _bind_processor(DateTime(), dialect)
+    assert general is not None and fast is not None and fast is not general
+    assert fast(value) == general(value)

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import Connection
+
 from .events import EventBus, TransactionPhase
 from .models import OrderCreatedEvent, format_create_time
 from .outbox import Outbox
 from .senders import NotificationSender
 from .settings import ListenersSettings
 from .storage import PreparedInsert, order_audit_log_table
-from .transactions import TransactionManager
+from .transactions import TransactionManager, current_transaction
 
 AUDIT_LOG_LISTENER = "audit-log"
 NOTIFICATION_LISTENER = "notification"
@@ -37,18 +39,27 @@ class AuditLogListener:
         self._transactions = transactions
 
     def __call__(self, event: OrderCreatedEvent) -> None:
+        transaction = current_transaction()
+        if transaction is not None:
+            # The usual case, on every order: join it without begin()'s context manager.
+            self._record(transaction.connection, event)
+            return
         with self._transactions.begin() as transaction:
-            _INSERT_AUDIT_RECORD.execute(
-                transaction.connection,
-                (
-                    event.order_id,
-                    event.user_id,
-                    event.product_name,
-                    event.amount,
-                    event.create_time,
-                    datetime.now(),
-                ),
-            )
+            self._record(transaction.connection, event)
+
+    @staticmethod
+    def _record(connection: Connection, event: OrderCreatedEvent) -> None:
+        _INSERT_AUDIT_RECORD.execute(
+            connection,
+            (
+                event.order_id,
+                event.user_id,
+                event.product_name,
+                event.amount,
+                event.create_time,
+                datetime.now(),
+            ),
+        )
 
 
 def notification_text(event: OrderCreatedEvent) -> str:
@@ -99,21 +110,24 @@ def subscribe_order_listeners(
             name=AUDIT_LOG_LISTENER,
             priority=1,
         )
-    if settings.notification.enabled:
-        bus.subscribe(
-            OrderCreatedEvent,
-            NotificationListener(sender=sender),
-            name=NOTIFICATION_LISTENER,
-            asynchronous=True,
-            priority=2,
-        )
+    # The two asynchronous listeners share one executor task per order (see events.py),
+    # run in priority order: the sync first, since it only queues the order for the
+    # delivery worker, so a slow notification webhook never holds it.
     if settings.after_commit_sync.enabled:
         bus.subscribe(
             OrderCreatedEvent,
             AfterCommitSyncListener(outbox=outbox),
             name=AFTER_COMMIT_SYNC_LISTENER,
             asynchronous=True,
-            priority=3,
+            priority=2,
             phase=TransactionPhase.AFTER_COMMIT,
             fallback_execution=settings.after_commit_sync.fallback_execution,
+        )
+    if settings.notification.enabled:
+        bus.subscribe(
+            OrderCreatedEvent,
+            NotificationListener(sender=sender),
+            name=NOTIFICATION_LISTENER,
+            asynchronous=True,
+            priority=3,
         )

@@ -63,11 +63,11 @@ class OrderCreateResponse:
     def to_json(self) -> bytes:
         return (
             "{"
-            f'"orderId":{_json_string(self.order_id)},'
-            f'"userId":{_json_string(self.user_id)},'
-            f'"productName":{_json_string(self.product_name)},'
+            f'"orderId":{json_string(self.order_id)},'
+            f'"userId":{json_string(self.user_id)},'
+            f'"productName":{json_string(self.product_name)},'
             f'"amount":{decimal_to_json_number(self.amount)},'
-            f'"createTime":{_json_string(format_create_time(self.create_time))}'
+            f'"createTime":{json_string(format_create_time(self.create_time))}'
             "}"
         ).encode()
 
@@ -102,6 +102,13 @@ def new_order_id() -> str:
 
 
 def format_create_time(moment: datetime) -> str:
+    """``moment`` as ``CREATE_TIME_FORMAT`` writes it (a local date-time, to the second).
+
+    It runs up to three times per order (the response, the notification, the indexed
+    document); ``isoformat`` writes the same text in about a third of ``strftime``'s time.
+    """
+    if moment.tzinfo is None:
+        return moment.isoformat(timespec="seconds")
     return moment.strftime(CREATE_TIME_FORMAT)
 
 
@@ -116,8 +123,14 @@ def decimal_to_json_number(value: Decimal) -> str:
     return str(value)
 
 
-def _json_string(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+# json.dumps with an option builds a new encoder per call, ten times the cost of a
+# string's encoding itself; the order path encodes up to six strings per order.
+_encode_json_text = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def json_string(value: str) -> str:
+    """``value`` as a JSON string literal, non-ASCII characters kept as they are."""
+    return _encode_json_text(value)
 
 
 def _reject_constant(name: str) -> Any:

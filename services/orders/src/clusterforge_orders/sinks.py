@@ -19,7 +19,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from .models import OrderCreatedEvent, decimal_to_json_number, format_create_time
+from .models import (
+    OrderCreatedEvent,
+    decimal_to_json_number,
+    format_create_time,
+    json_string,
+)
 from .shared_client import SharedHttpClient
 
 logger = logging.getLogger(__name__)
@@ -58,11 +63,11 @@ class OrderDocument:
     ) -> OrderDocument:
         source = (
             "{"
-            f'"orderId":{json.dumps(order_id)},'
-            f'"userId":{json.dumps(user_id, ensure_ascii=False)},'
-            f'"productName":{json.dumps(product_name, ensure_ascii=False)},'
+            f'"orderId":{json_string(order_id)},'
+            f'"userId":{json_string(user_id)},'
+            f'"productName":{json_string(product_name)},'
             f'"amount":{amount_json},'
-            f'"createTime":{json.dumps(create_time)}'
+            f'"createTime":{json_string(create_time)}'
             "}"
         )
         return cls(order_id=order_id, source=source)
