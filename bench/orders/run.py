@@ -13,6 +13,11 @@ delay from an order's commit (its outbox row's ``created_at``, set inside POST /
 to its row being marked delivered, p50 and p99, read from the SQLite file.
 
     bench/orders/run [--duration 30] [--connections 64] [--drain 60] [--only NAME]
+    bench/orders/run --paired 5 [--pair listeners-off,outbox-delivery] [--duration 10]
+
+``--paired`` runs two scenarios' services under load at the same moment instead (see
+:func:`run_paired`): the listeners' cost per order without the machine's speed swings
+between two runs.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -324,10 +330,24 @@ class Prober:
 Target = StandInTarget | ClusterTarget
 
 
-def run_scenario(
-    name: str, environment: dict[str, str], target: Target | None, args: argparse.Namespace
-) -> Result:
-    load_before = _load()
+@dataclass
+class _RunningService:
+    name: str
+    process: subprocess.Popen[bytes]
+    base_url: str
+    workdir: Path
+    log: IO[str]
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU the service process has used so far (all its threads)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start_service(
+    name: str, environment: dict[str, str], target: Target | None
+) -> _RunningService:
+    """The real console script on a free loopback port, once /health answers 200."""
     workdir = Path(tempfile.mkdtemp(prefix=f"orders-bench-{name}-"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ORDERS_", "EVENT_"))}
@@ -336,38 +356,77 @@ def run_scenario(
         env.update(target.environment())
     env["ORDERS_ACCESS_LOG"] = "false"
     log = (workdir / "service.log").open("w")
-    service = subprocess.Popen(
+    process = subprocess.Popen(
         [str(SERVICE), "--host", "127.0.0.1", "--port", str(port)],
         cwd=workdir,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    base_url = f"http://127.0.0.1:{port}"
+    service = _RunningService(name, process, f"http://127.0.0.1:{port}", workdir, log)
+    # Generous: on a loaded machine importing the service alone took over 30 s.
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(f"{service.base_url}/health", timeout=1).status_code == 200:
+                return service
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            _stop_service(service)
+            raise SystemExit(f"{name}: service did not start; see {workdir}/service.log")
+        time.sleep(0.1)
+
+
+def _stop_service(service: _RunningService) -> float:
+    """SIGTERM, as systemd stops it; the seconds until the process exited."""
+    started = time.monotonic()
+    service.process.send_signal(signal.SIGTERM)
+    try:
+        service.process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        service.process.kill()
+        service.process.wait()
+    service.log.close()
+    return time.monotonic() - started
+
+
+def _wrk(args: argparse.Namespace, *, threads: int, connections: int) -> list[str]:
+    return [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        "--latency",
+        "--timeout",
+        "10s",
+        "-s",
+        str(HERE / "post.lua"),
+    ]
+
+
+def _undelivered_after_drain(
+    service: _RunningService, undelivered: int | None, drain: float
+) -> tuple[int | None, float]:
+    """Wait at most ``drain`` s for the outbox to empty; (undelivered then, seconds waited)."""
+    started = time.monotonic()
+    while undelivered and time.monotonic() - started < drain:
+        time.sleep(0.5)
+        undelivered = _metric_or_none(
+            httpx.get(f"{service.base_url}/metrics", timeout=10).text, "orders_outbox_undelivered"
+        )
+    return undelivered, time.monotonic() - started
+
+
+def run_scenario(
+    name: str, environment: dict[str, str], target: Target | None, args: argparse.Namespace
+) -> Result:
+    load_before = _load()
     counts_before = target.counts() if isinstance(target, StandInTarget) else None
+    service = _start_service(name, environment, target)
+    base_url, workdir = service.base_url, service.workdir
     prober: Prober | None = None
     try:
-        # Generous: on a loaded machine importing the service alone took over 30 s.
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{name}: service did not start; see {workdir}/service.log")
-            time.sleep(0.1)
-        wrk = [
-            "wrk",
-            "-t2",
-            f"-c{args.connections}",
-            "--latency",
-            "--timeout",
-            "10s",
-            "-s",
-            str(HERE / "post.lua"),
-        ]
+        wrk = _wrk(args, threads=2, connections=args.connections)
         subprocess.run([*wrk, "-d3s", base_url], check=True, capture_output=True)  # warm-up
         if isinstance(target, ClusterTarget):
             prober = Prober(target, base_url)
@@ -379,33 +438,15 @@ def run_scenario(
             prober.stop_posting()
         metrics = httpx.get(f"{base_url}/metrics", timeout=10).text
         undelivered_at_stop = _metric_or_none(metrics, "orders_outbox_undelivered")
-        undelivered_after_drain = undelivered_at_stop
-        drain_seconds = 0.0
-        drain_started = time.monotonic()
         # Without a target nothing can drain the outbox: waiting would only add --drain s.
-        while (
-            target is not None
-            and undelivered_after_drain
-            and time.monotonic() - drain_started < args.drain
-        ):
-            time.sleep(0.5)
-            undelivered_after_drain = _metric_or_none(
-                httpx.get(f"{base_url}/metrics", timeout=10).text, "orders_outbox_undelivered"
-            )
-        drain_seconds = time.monotonic() - drain_started
+        undelivered_after_drain, drain_seconds = _undelivered_after_drain(
+            service, undelivered_at_stop, args.drain if target is not None else 0.0
+        )
         final_metrics = httpx.get(f"{base_url}/metrics", timeout=10).text
         if prober is not None:
             prober.wait_found(timeout=max(5.0, args.drain - drain_seconds))
     finally:
-        stop_started = time.monotonic()
-        service.send_signal(signal.SIGTERM)
-        try:
-            service.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
-        shutdown_seconds = time.monotonic() - stop_started
-        log.close()
+        shutdown_seconds = _stop_service(service)
     print(f"--- {name} ---\n{output}", flush=True)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
     p50 = _to_ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
@@ -454,6 +495,126 @@ def run_scenario(
     result.load_after = _load()
     shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+@dataclass
+class PairedSide:
+    scenario: str
+    requests_per_second: float
+    cpu_ms_per_order: float
+    non_2xx: int
+    rejections: int
+    undelivered_after_drain: int | None
+    undelivered_at_exit: int
+
+
+def run_paired(
+    pair: list[tuple[str, dict[str, str], Target | None]], args: argparse.Namespace
+) -> tuple[str, list[PairedSide]]:
+    """Both scenarios' services under load at the same moment, each from its own wrk.
+
+    The machine's speed here moved by a third within a minute with nothing else running,
+    so two runs one after the other compare two machines. Side by side, both services
+    see the same machine; each gets half the connections and one wrk thread. What it
+    measures is the work per order (req/s and CPU per order, side by side), not either
+    service's throughput alone. Returns (the load before, both sides).
+    """
+    load_before = _load()
+    services = [_start_service(name, environment, target) for name, environment, target in pair]
+    connections = max(1, args.connections // 2)
+    try:
+        warm_ups = [
+            subprocess.Popen(
+                [*_wrk(args, threads=1, connections=connections), "-d3s", service.base_url],
+                stdout=subprocess.DEVNULL,
+            )
+            for service in services
+        ]
+        for warm_up in warm_ups:
+            warm_up.wait()
+        cpu_before = [service.cpu_seconds() for service in services]
+        loads = [
+            subprocess.Popen(
+                [
+                    *_wrk(args, threads=1, connections=connections),
+                    f"-d{args.duration}s",
+                    service.base_url,
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for service in services
+        ]
+        outputs = [load.communicate()[0] for load in loads]
+        cpu_used = [
+            service.cpu_seconds() - before
+            for service, before in zip(services, cpu_before, strict=True)
+        ]
+        sides = []
+        for (name, _, target), service, output, cpu in zip(
+            pair, services, outputs, cpu_used, strict=True
+        ):
+            requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
+            non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+            metrics = httpx.get(f"{service.base_url}/metrics", timeout=10).text
+            undelivered, _ = _undelivered_after_drain(
+                service,
+                _metric_or_none(metrics, "orders_outbox_undelivered"),
+                args.drain if target is not None else 0.0,
+            )
+            sides.append(
+                PairedSide(
+                    scenario=name,
+                    requests_per_second=float(
+                        re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)  # type: ignore[union-attr]
+                    ),
+                    cpu_ms_per_order=cpu * 1000.0 / max(1, requests),
+                    non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+                    rejections=_metric(metrics, "orders_event_task_rejections_total"),
+                    undelivered_after_drain=undelivered,
+                    undelivered_at_exit=0,
+                )
+            )
+    finally:
+        for service in services:
+            _stop_service(service)
+    for side, service in zip(sides, services, strict=True):
+        side.undelivered_at_exit = _outbox_numbers(service.workdir / "orders.db")[1]
+        shutil.rmtree(service.workdir, ignore_errors=True)
+    return load_before, sides
+
+
+def _print_paired(rounds: list[tuple[str, list[PairedSide]]], args: argparse.Namespace) -> None:
+    first, second = rounds[0][1][0].scenario, rounds[0][1][1].scenario
+    print(
+        f"\nSide by side: {first} and {second} under load at the same moment, "
+        f"{args.duration} s, each from its own wrk -t1 -c{max(1, args.connections // 2)}, "
+        f"SQLite, {os.cpu_count()} CPUs. Ratio: {second} to {first}, same round.\n"
+    )
+    print(
+        f"| round | {first} req/s | {second} req/s | ratio | {first} CPU ms/order "
+        f"| {second} CPU ms/order | CPU per order ratio | non-2xx | {second} rejected tasks "
+        f"| {second} undelivered after drain / at exit | load before (1, 5, 15 min) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for number, (load_before, (a, b)) in enumerate(rounds, start=1):
+        ratio = b.requests_per_second / a.requests_per_second
+        ratios.append(ratio)
+        print(
+            f"| {number} | {a.requests_per_second:.0f} | {b.requests_per_second:.0f} | "
+            f"{ratio:.2f}x | {a.cpu_ms_per_order:.3f} | {b.cpu_ms_per_order:.3f} | "
+            f"{b.cpu_ms_per_order / a.cpu_ms_per_order:.2f} | {a.non_2xx + b.non_2xx} | "
+            f"{b.rejections} | {_fmt(b.undelivered_after_drain)} / {b.undelivered_at_exit} | "
+            f"{load_before} |"
+        )
+    ordered = sorted(ratios)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    print(
+        f"\nMedian ratio over {len(ratios)} rounds: {median:.2f}x "
+        f"(lowest {ordered[0]:.2f}x, highest {ordered[-1]:.2f}x)."
+    )
 
 
 def _fmt(value: float | int | None, pattern: str = "{}") -> str:
@@ -512,6 +673,17 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="run the whole list this many times (noise)"
     )
+    parser.add_argument(
+        "--paired",
+        type=int,
+        metavar="ROUNDS",
+        help="instead of the list: ROUNDS rounds of --pair's two scenarios side by side",
+    )
+    parser.add_argument(
+        "--pair",
+        default="listeners-off,outbox-delivery",
+        help="the two scenarios --paired runs (listeners-off,listeners-off: the method's spread)",
+    )
     real = parser.add_argument_group(
         "a real cluster instead of the stand-in (the lead's lab)",
         "The password is read from --password-file, the lab.json's admin_password_file or "
@@ -567,6 +739,18 @@ def main() -> int:
     }
     if real_cluster is not None:
         del scenarios["outbox-delivery-slow-target"]  # a stand-in knob, not the cluster's
+    if args.paired:
+        pair_names = args.pair.split(",")
+        unknown = [name for name in pair_names if name not in scenarios]
+        if len(pair_names) != 2 or unknown:
+            raise SystemExit(f"--pair takes two of {', '.join(scenarios)}; got {args.pair!r}")
+        pair = [(name, *scenarios[name]) for name in pair_names]
+        paired_rounds = [run_paired(pair, args) for _ in range(args.paired)]
+        webhook.shutdown()
+        cluster.close()
+        slow_cluster.close()
+        _print_paired(paired_rounds, args)
+        return 0
     chosen = [
         name for name in scenarios if not args.only or name in args.only or name == "listeners-off"
     ]
