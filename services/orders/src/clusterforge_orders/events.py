@@ -16,13 +16,6 @@ Ordering and failure, as :meth:`EventBus.publish` applies them:
   returns: a pool thread woken while the transaction holds SQLite's writer lock would
   only compete for the interpreter with the thread holding it, stretching the time
   every other writer waits.
-- The asynchronous listeners of one publication that become due when its transaction
-  ends (the plain ones, and on a commit the AFTER_COMMIT ones) share one executor task:
-  they run one after another on its thread, in priority order, each with its own
-  failure handling, and a rejection rejects (and counts) each of them. Each task costs
-  a thread wake-up and a turn at the interpreter lock for the publishing thread and the
-  pool thread alike; one task per order instead of one per listener took the service
-  from 27.7 to 23.3 context switches per order (bench/RESULTS.md).
 - A listener with phase AFTER_COMMIT is not called during ``publish`` when a transaction
   is current: it is registered with that transaction and dispatched (synchronously or
   asynchronously, as subscribed) once it commits, in priority order. On rollback it is
@@ -46,7 +39,7 @@ from typing import Any
 from .errors import SynchronousListenerError, TaskRejectedError
 from .executor import ThreadPoolTaskExecutor
 from .metrics import OrderMetrics
-from .transactions import TransactionContext, current_transaction
+from .transactions import current_transaction
 
 logger = logging.getLogger(__name__)
 
@@ -119,60 +112,26 @@ class EventBus:
         registrations = self._by_type.get(event_type)
         if registrations is None:
             registrations = self._by_type[event_type] = tuple(self.listeners_for(event_type))
-        # The asynchronous listeners due when the transaction ends: one task for them all.
-        at_end: list[ListenerRegistration] = []
         for registration in registrations:
             if registration.phase is TransactionPhase.AFTER_COMMIT:
-                if transaction is None:
-                    if registration.fallback_execution:
-                        self._dispatch_after_commit(registration, event)
-                    else:
-                        self._metrics.after_commit_skipped(registration.name)
-                        logger.debug(
-                            "skipped %s for %s: no transaction",
-                            registration.name,
-                            event_type.__name__,
-                        )
-                elif registration.asynchronous:
-                    self._defer_to_end(at_end, registration, event, transaction)
-                else:
+                if transaction is not None:
                     transaction.register_after_commit(
                         functools.partial(self._dispatch_after_commit, registration, event)
                     )
+                elif registration.fallback_execution:
+                    self._dispatch_after_commit(registration, event)
+                else:
+                    self._metrics.after_commit_skipped(registration.name)
+                    logger.debug(
+                        "skipped %s for %s: no transaction", registration.name, event_type.__name__
+                    )
                 continue
             if registration.asynchronous and transaction is not None:
-                self._defer_to_end(at_end, registration, event, transaction)
+                transaction.register_after_completion(
+                    functools.partial(self._submit, registration, event)
+                )
                 continue
             self._dispatch(registration, event)
-
-    def _defer_to_end(
-        self,
-        at_end: list[ListenerRegistration],
-        registration: ListenerRegistration,
-        event: object,
-        transaction: TransactionContext,
-    ) -> None:
-        # Registered with the first one, so a synchronous listener that raises later in
-        # publish() leaves the ones already taken registered, as it did with one task each.
-        if not at_end:
-            transaction.register_after_completion(
-                functools.partial(self._submit_at_end, at_end, event, transaction)
-            )
-        at_end.append(registration)
-
-    def _submit_at_end(
-        self,
-        registrations: list[ListenerRegistration],
-        event: object,
-        transaction: TransactionContext,
-    ) -> None:
-        due = tuple(
-            registration
-            for registration in registrations
-            if transaction.committed or registration.phase is not TransactionPhase.AFTER_COMMIT
-        )
-        if due:
-            self._submit_all(due, event)
 
     def _dispatch(self, registration: ListenerRegistration, event: object) -> None:
         if registration.asynchronous:
@@ -191,30 +150,19 @@ class EventBus:
             logger.exception("after-commit listener %s failed", registration.name)
 
     def _submit(self, registration: ListenerRegistration, event: object) -> None:
-        self._submit_all((registration,), event)
-
-    def _submit_all(self, registrations: tuple[ListenerRegistration, ...], event: object) -> None:
-        """Hand ``registrations`` to the executor as one task, run in the given order."""
         try:
-            self._executor.execute(functools.partial(self._run_async, registrations, event))
+            self._executor.execute(functools.partial(self._run_async, registration, event))
         except TaskRejectedError as rejection:
-            for registration in registrations:
-                self._metrics.task_rejected(registration.name)
+            self._metrics.task_rejected(registration.name)
             logger.warning(
-                "listener(s) %s not run for %s: %s",
-                ", ".join(registration.name for registration in registrations),
-                type(event).__name__,
-                rejection,
+                "listener %s not run for %s: %s", registration.name, type(event).__name__, rejection
             )
 
-    def _run_async(self, registrations: tuple[ListenerRegistration, ...], event: object) -> None:
-        for registration in registrations:
-            try:
-                registration.callback(event)
-            except Exception:
-                self._metrics.listener_failed(registration.name)
-                logger.exception(
-                    "asynchronous listener %s failed for %s",
-                    registration.name,
-                    type(event).__name__,
-                )
+    def _run_async(self, registration: ListenerRegistration, event: object) -> None:
+        try:
+            registration.callback(event)
+        except Exception:
+            self._metrics.listener_failed(registration.name)
+            logger.exception(
+                "asynchronous listener %s failed for %s", registration.name, type(event).__name__
+            )

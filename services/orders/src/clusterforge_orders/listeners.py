@@ -110,24 +110,21 @@ def subscribe_order_listeners(
             name=AUDIT_LOG_LISTENER,
             priority=1,
         )
-    # The two asynchronous listeners share one executor task per order (see events.py),
-    # run in priority order: the sync first, since it only queues the order for the
-    # delivery worker, so a slow notification webhook never holds it.
-    if settings.after_commit_sync.enabled:
-        bus.subscribe(
-            OrderCreatedEvent,
-            AfterCommitSyncListener(outbox=outbox),
-            name=AFTER_COMMIT_SYNC_LISTENER,
-            asynchronous=True,
-            priority=2,
-            phase=TransactionPhase.AFTER_COMMIT,
-            fallback_execution=settings.after_commit_sync.fallback_execution,
-        )
     if settings.notification.enabled:
         bus.subscribe(
             OrderCreatedEvent,
             NotificationListener(sender=sender),
             name=NOTIFICATION_LISTENER,
             asynchronous=True,
+            priority=2,
+        )
+    if settings.after_commit_sync.enabled:
+        bus.subscribe(
+            OrderCreatedEvent,
+            AfterCommitSyncListener(outbox=outbox),
+            name=AFTER_COMMIT_SYNC_LISTENER,
+            asynchronous=True,
             priority=3,
+            phase=TransactionPhase.AFTER_COMMIT,
+            fallback_execution=settings.after_commit_sync.fallback_execution,
         )

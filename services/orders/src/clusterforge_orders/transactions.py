@@ -34,8 +34,6 @@ class TransactionContext:
 
     def __init__(self, *, connection: Connection) -> None:
         self.connection = connection
-        # Set when the transaction has ended, before the deferred callbacks run.
-        self.committed: bool | None = None
         # (callback, commit only), in registration order: the bus registers in listener
         # priority order, and both kinds run in that one order once the scope ends.
         self._deferred: list[tuple[AfterCommitCallback, bool]] = []
@@ -53,7 +51,6 @@ class TransactionContext:
         self._deferred.append((callback, False))
 
     def _run_deferred(self, *, committed: bool) -> None:
-        self.committed = committed
         for callback, commit_only in self._deferred:
             if commit_only and not committed:
                 continue
