@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,15 @@ def _metric(text: str, prefix: str) -> int:
         if line.startswith(prefix):
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
+
+
+def _requests_per_second(wrk_output: str) -> float:
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", wrk_output).group(1))  # type: ignore[union-attr]
+
+
+def _non_2xx(wrk_output: str) -> int:
+    found = re.search(r"Non-2xx or 3xx responses: (\d+)", wrk_output)
+    return int(found.group(1)) if found else 0
 
 
 def _load() -> str:
@@ -332,7 +342,6 @@ Target = StandInTarget | ClusterTarget
 
 @dataclass
 class _RunningService:
-    name: str
     process: subprocess.Popen[bytes]
     base_url: str
     workdir: Path
@@ -363,7 +372,7 @@ def _start_service(
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    service = _RunningService(name, process, f"http://127.0.0.1:{port}", workdir, log)
+    service = _RunningService(process, f"http://127.0.0.1:{port}", workdir, log)
     # Generous: on a loaded machine importing the service alone took over 30 s.
     deadline = time.monotonic() + 180
     while True:
@@ -448,17 +457,16 @@ def run_scenario(
     finally:
         shutdown_seconds = _stop_service(service)
     print(f"--- {name} ---\n{output}", flush=True)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    rps = _requests_per_second(output)
     p50 = _to_ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
     p99 = _to_ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    non_2xx_match = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     errors_match = re.search(r"Socket errors: (.*)", output)
     result = Result(
         scenario=name,
         requests_per_second=rps,
         p50_ms=p50,
         p99_ms=p99,
-        non_2xx=int(non_2xx_match.group(1)) if non_2xx_match else 0,
+        non_2xx=_non_2xx(output),
         socket_errors=errors_match.group(1) if errors_match else "none",
         backlog_queued=_metric(metrics, "orders_event_executor_queue_size"),
         backlog_active=_metric(metrics, "orders_event_executor_active_threads"),
@@ -555,7 +563,6 @@ def run_paired(
             pair, services, outputs, cpu_used, strict=True
         ):
             requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
-            non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
             metrics = httpx.get(f"{service.base_url}/metrics", timeout=10).text
             undelivered, _ = _undelivered_after_drain(
                 service,
@@ -565,11 +572,9 @@ def run_paired(
             sides.append(
                 PairedSide(
                     scenario=name,
-                    requests_per_second=float(
-                        re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)  # type: ignore[union-attr]
-                    ),
+                    requests_per_second=_requests_per_second(output),
                     cpu_ms_per_order=cpu * 1000.0 / max(1, requests),
-                    non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+                    non_2xx=_non_2xx(output),
                     rejections=_metric(metrics, "orders_event_task_rejections_total"),
                     undelivered_after_drain=undelivered,
                     undelivered_at_exit=0,
@@ -608,12 +613,9 @@ def _print_paired(rounds: list[tuple[str, list[PairedSide]]], args: argparse.Nam
             f"{b.rejections} | {_fmt(b.undelivered_after_drain)} / {b.undelivered_at_exit} | "
             f"{load_before} |"
         )
-    ordered = sorted(ratios)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
     print(
-        f"\nMedian ratio over {len(ratios)} rounds: {median:.2f}x "
-        f"(lowest {ordered[0]:.2f}x, highest {ordered[-1]:.2f}x)."
+        f"\nMedian ratio over {len(ratios)} rounds: {statistics.median(ratios):.2f}x "
+        f"(lowest {min(ratios):.2f}x, highest {max(ratios):.2f}x)."
     )
 
 
@@ -745,23 +747,28 @@ def main() -> int:
         if len(pair_names) != 2 or unknown:
             raise SystemExit(f"--pair takes two of {', '.join(scenarios)}; got {args.pair!r}")
         pair = [(name, *scenarios[name]) for name in pair_names]
-        paired_rounds = [run_paired(pair, args) for _ in range(args.paired)]
-        webhook.shutdown()
-        cluster.close()
-        slow_cluster.close()
-        _print_paired(paired_rounds, args)
-        return 0
     chosen = [
         name for name in scenarios if not args.only or name in args.only or name == "listeners-off"
     ]
     results: list[tuple[int, Result]] = []
-    for round_number in range(1, args.repeat + 1):
-        for name in chosen:
-            environment, scenario_target = scenarios[name]
-            results.append((round_number, run_scenario(name, environment, scenario_target, args)))
-    webhook.shutdown()
-    cluster.close()
-    slow_cluster.close()
+    paired_rounds: list[tuple[str, list[PairedSide]]] = []
+    try:
+        if args.paired:
+            paired_rounds = [run_paired(pair, args) for _ in range(args.paired)]
+        else:
+            for round_number in range(1, args.repeat + 1):
+                for name in chosen:
+                    environment, scenario_target = scenarios[name]
+                    results.append(
+                        (round_number, run_scenario(name, environment, scenario_target, args))
+                    )
+    finally:
+        webhook.shutdown()
+        cluster.close()
+        slow_cluster.close()
+    if args.paired:
+        _print_paired(paired_rounds, args)
+        return 0
 
     print(
         f"\nPOST /orders, {args.connections} connections, {args.duration} s, wrk -t2, "

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection
-
 from .events import EventBus, TransactionPhase
 from .models import OrderCreatedEvent, format_create_time
 from .outbox import Outbox
 from .senders import NotificationSender
 from .settings import ListenersSettings
 from .storage import PreparedInsert, order_audit_log_table
-from .transactions import TransactionManager, current_transaction
+from .transactions import TransactionManager
 
 AUDIT_LOG_LISTENER = "audit-log"
 NOTIFICATION_LISTENER = "notification"
@@ -39,27 +37,18 @@ class AuditLogListener:
         self._transactions = transactions
 
     def __call__(self, event: OrderCreatedEvent) -> None:
-        transaction = current_transaction()
-        if transaction is not None:
-            # The usual case, on every order: join it without begin()'s context manager.
-            self._record(transaction.connection, event)
-            return
         with self._transactions.begin() as transaction:
-            self._record(transaction.connection, event)
-
-    @staticmethod
-    def _record(connection: Connection, event: OrderCreatedEvent) -> None:
-        _INSERT_AUDIT_RECORD.execute(
-            connection,
-            (
-                event.order_id,
-                event.user_id,
-                event.product_name,
-                event.amount,
-                event.create_time,
-                datetime.now(),
-            ),
-        )
+            _INSERT_AUDIT_RECORD.execute(
+                transaction.connection,
+                (
+                    event.order_id,
+                    event.user_id,
+                    event.product_name,
+                    event.amount,
+                    event.create_time,
+                    datetime.now(),
+                ),
+            )
 
 
 def notification_text(event: OrderCreatedEvent) -> str:
