@@ -19,13 +19,11 @@ import uvicorn
 
 from .app import create_app
 from .errors import OrdersError
-from .logsafe import SingleLineFormatter
+from .logsafe import LOG_FORMAT, SingleLineFormatter
 from .runtime import OrderServiceRuntime
 from .settings import load_settings
 
 logger = logging.getLogger(__name__)
-
-LOG_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
 
 
 def _parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:

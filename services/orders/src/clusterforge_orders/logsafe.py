@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import re
 
+# The layout of every line the service logs; the notification lines follow it too (senders.py).
+LOG_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
+
 _UNSAFE = re.compile("[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
