@@ -226,10 +226,61 @@ def test_async_listener_is_handed_over_once_the_transaction_has_ended(
     runtime.service.create_order(
         OrderCreateRequest(user_id="u", product_name="p", amount=Decimal(3))
     )
-    # This listener, the notification and the after-commit sync: all after the commit.
-    assert submitted == [(True, False, 1)] * 3
+    # This listener, the notification and the after-commit sync: one hand-off, after the
+    # commit (see the next test).
+    assert submitted == [(True, False, 1)]
     wait_until(lambda: [name for name, _ in recorder.calls] == ["async"])
     assert recorder.calls[0][1].startswith("event-task-")
+
+
+def test_async_listeners_of_one_event_run_as_one_task_each_failing_alone(
+    database_url: str, open_runtime
+) -> None:  # type: ignore[no-untyped-def]
+    sender = RecordingSender()
+    runtime = open_runtime(make_settings(database_url), sender=sender)
+    recorder = Recorder()
+    runtime.bus.subscribe(
+        OrderCreatedEvent,
+        recorder.listener("late-after-commit"),
+        name="late-after-commit",
+        asynchronous=True,
+        priority=9,
+        phase=TransactionPhase.AFTER_COMMIT,
+    )
+    runtime.bus.subscribe(
+        OrderCreatedEvent,
+        recorder.listener("first", fail=True),
+        name="first",
+        asynchronous=True,
+        priority=0,
+    )
+    before = runtime.executor.stats().completed_tasks
+    runtime.service.create_order(
+        OrderCreateRequest(user_id="u", product_name="p", amount=Decimal(3))
+    )
+    assert runtime.executor.shutdown(timeout_seconds=5).terminated
+    assert runtime.executor.stats().completed_tasks == before + 1, "one task for all four"
+    # Priority order; the first one's failure stopped neither the notification (2) nor
+    # the after-commit listeners (3 and 9), and it is counted as its own.
+    assert [name for name, _ in recorder.calls] == ["first", "late-after-commit"]
+    assert recorder.calls[0][1] == recorder.calls[1][1]
+    assert recorder.calls[0][1].startswith("event-task-")
+    assert len(sender.texts) == 1
+    assert runtime.metrics.listener_failures("first") == 1
+    assert runtime.metrics.listener_failures("late-after-commit") == 0
+
+
+def test_a_rejected_hand_off_counts_for_each_of_its_listeners(
+    database_url: str, open_runtime
+) -> None:  # type: ignore[no-untyped-def]
+    runtime = open_runtime(make_settings(database_url))
+    runtime.executor.shutdown(timeout_seconds=5)  # rejects every task from now on
+    runtime.service.create_order(
+        OrderCreateRequest(user_id="u", product_name="p", amount=Decimal(3))
+    )
+    assert runtime.metrics.task_rejections("notification") == 1
+    assert runtime.metrics.task_rejections(AFTER_COMMIT_SYNC_LISTENER) == 1
+    assert _count(runtime, orders_table) == 1, "the order itself is not affected"
 
 
 def test_async_listener_runs_when_the_transaction_rolls_back(

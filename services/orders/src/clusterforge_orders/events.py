@@ -18,11 +18,20 @@ Ordering and failure, as :meth:`EventBus.publish` applies them:
   every other writer waits.
 - A listener with phase AFTER_COMMIT is not called during ``publish`` when a transaction
   is current: it is registered with that transaction and dispatched (synchronously or
-  asynchronously, as subscribed) once it commits, in priority order. On rollback it is
-  dropped. Without a current transaction it is skipped (and counted) unless it was
-  subscribed with ``fallback_execution=True``, in which case it is dispatched at once.
-  A failing synchronous after-commit listener is logged and counted, never raised: the
-  data is already committed.
+  asynchronously, as subscribed) once it commits. On rollback it is dropped. Without a
+  current transaction it is skipped (and counted) unless it was subscribed with
+  ``fallback_execution=True``, in which case it is dispatched at once. A failing
+  synchronous after-commit listener is logged and counted, never raised: the data is
+  already committed.
+- The asynchronous listeners of one event published in a transaction (plain and
+  AFTER_COMMIT alike) are handed over together, as *one* executor task that calls them
+  one after the other in priority order, each with its own failure handling; a
+  rejection counts for each of them. The task is handed over where the first of them
+  stands among the transaction's end-of-scope work (which keeps priority order).
+  Why one task: under load, waking a pool thread costs more than these listeners' own
+  work (bench/RESULTS.md, "orders: one hand-off per order"). The price is that a slow
+  listener delays the ones after it in the same task; the outbox relay covers an
+  after-commit delivery delayed that way.
 
 Listeners return nothing and never see each other.
 """
@@ -112,7 +121,19 @@ class EventBus:
         registrations = self._by_type.get(event_type)
         if registrations is None:
             registrations = self._by_type[event_type] = tuple(self.listeners_for(event_type))
+        # The asynchronous listeners to hand over as one task when the transaction ends.
+        # Registered with it before the first synchronous listener can raise, so that a
+        # rollback still hands over the plain ones subscribed ahead of the failure.
+        handoff: list[ListenerRegistration] | None = None
         for registration in registrations:
+            if registration.asynchronous and transaction is not None:
+                if handoff is None:
+                    handoff = []
+                    transaction.register_after_completion(
+                        functools.partial(self._hand_over, handoff, event)
+                    )
+                handoff.append(registration)
+                continue
             if registration.phase is TransactionPhase.AFTER_COMMIT:
                 if transaction is not None:
                     transaction.register_after_commit(
@@ -126,16 +147,22 @@ class EventBus:
                         "skipped %s for %s: no transaction", registration.name, event_type.__name__
                     )
                 continue
-            if registration.asynchronous and transaction is not None:
-                transaction.register_after_completion(
-                    functools.partial(self._submit, registration, event)
-                )
-                continue
             self._dispatch(registration, event)
+
+    def _hand_over(
+        self, registrations: list[ListenerRegistration], event: object, committed: bool
+    ) -> None:
+        due = tuple(
+            registration
+            for registration in registrations
+            if committed or registration.phase is not TransactionPhase.AFTER_COMMIT
+        )
+        if due:
+            self._submit(due, event)
 
     def _dispatch(self, registration: ListenerRegistration, event: object) -> None:
         if registration.asynchronous:
-            self._submit(registration, event)
+            self._submit((registration,), event)
             return
         try:
             registration.callback(event)
@@ -149,20 +176,27 @@ class EventBus:
         except SynchronousListenerError:
             logger.exception("after-commit listener %s failed", registration.name)
 
-    def _submit(self, registration: ListenerRegistration, event: object) -> None:
+    def _submit(self, registrations: tuple[ListenerRegistration, ...], event: object) -> None:
         try:
-            self._executor.execute(functools.partial(self._run_async, registration, event))
+            self._executor.execute(functools.partial(self._run_async, registrations, event))
         except TaskRejectedError as rejection:
-            self._metrics.task_rejected(registration.name)
+            for registration in registrations:
+                self._metrics.task_rejected(registration.name)
             logger.warning(
-                "listener %s not run for %s: %s", registration.name, type(event).__name__, rejection
+                "listener(s) %s not run for %s: %s",
+                ", ".join(registration.name for registration in registrations),
+                type(event).__name__,
+                rejection,
             )
 
-    def _run_async(self, registration: ListenerRegistration, event: object) -> None:
-        try:
-            registration.callback(event)
-        except Exception:
-            self._metrics.listener_failed(registration.name)
-            logger.exception(
-                "asynchronous listener %s failed for %s", registration.name, type(event).__name__
-            )
+    def _run_async(self, registrations: tuple[ListenerRegistration, ...], event: object) -> None:
+        for registration in registrations:
+            try:
+                registration.callback(event)
+            except Exception:
+                self._metrics.listener_failed(registration.name)
+                logger.exception(
+                    "asynchronous listener %s failed for %s",
+                    registration.name,
+                    type(event).__name__,
+                )

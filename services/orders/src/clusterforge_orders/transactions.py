@@ -6,8 +6,8 @@ variable), which lets the event bus defer AFTER_COMMIT listeners until the commi
 lets the synchronous audit listener write in the same transaction. A nested ``begin``
 joins the current transaction, like Spring's ``REQUIRED`` propagation.
 
-The bus also defers the *hand-off* of its plain asynchronous listeners to the end of the
-transaction's scope (:meth:`TransactionContext.register_after_completion`): they run
+The bus also defers the *hand-off* of its asynchronous listeners to the end of the
+transaction's scope (:meth:`TransactionContext.register_after_completion`): plain ones run
 whether it commits or rolls back, as Spring's ``@Async @EventListener`` does, but their
 executor thread is not woken while the transaction still holds SQLite's writer lock,
 where it would only compete for the interpreter with the thread that holds the lock.
@@ -27,6 +27,8 @@ from .storage import Database
 logger = logging.getLogger(__name__)
 
 AfterCommitCallback = Callable[[], None]
+# Called with whether the transaction committed.
+CompletionCallback = Callable[[bool], None]
 
 
 class TransactionContext:
@@ -34,28 +36,30 @@ class TransactionContext:
 
     def __init__(self, *, connection: Connection) -> None:
         self.connection = connection
-        # (callback, commit only), in registration order: the bus registers in listener
-        # priority order, and both kinds run in that one order once the scope ends.
-        self._deferred: list[tuple[AfterCommitCallback, bool]] = []
+        # Both kinds, in registration order: they run in that one order once the scope ends.
+        self._deferred: list[CompletionCallback] = []
 
     def register_after_commit(self, callback: AfterCommitCallback) -> None:
         """Run ``callback`` once the transaction has committed; never if it rolls back."""
-        self._deferred.append((callback, True))
 
-    def register_after_completion(self, callback: AfterCommitCallback) -> None:
-        """Run ``callback`` once the transaction has ended, committed or rolled back.
+        def if_committed(committed: bool) -> None:
+            if committed:
+                callback()
+
+        self._deferred.append(if_committed)
+
+    def register_after_completion(self, callback: CompletionCallback) -> None:
+        """Run ``callback(committed)`` once the transaction has ended, either way.
 
         It runs after the connection and the writer slot are released, in the thread
         that opened the transaction, before ``begin`` returns or re-raises.
         """
-        self._deferred.append((callback, False))
+        self._deferred.append(callback)
 
     def _run_deferred(self, *, committed: bool) -> None:
-        for callback, commit_only in self._deferred:
-            if commit_only and not committed:
-                continue
+        for callback in self._deferred:
             try:
-                callback()
+                callback(committed)
             except Exception:
                 # After a commit, failing the caller now would report a lie; after a
                 # rollback, the caller gets the error that caused it, not this one.
