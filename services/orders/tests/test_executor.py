@@ -163,3 +163,63 @@ def test_shutdown_never_waits_past_its_limit() -> None:
     assert report.abandoned_tasks == 3
     time.sleep(0.2)
     assert gate.finished == ["event-task-1"], "queued tasks were dropped, not run"
+
+
+def _idle_pool(core: int, pickup_window_seconds: float) -> ThreadPoolTaskExecutor:
+    """A pool whose core threads all started, ran a task and went idle (windows passed)."""
+    executor = ThreadPoolTaskExecutor(
+        core_pool_size=core, pickup_window_seconds=pickup_window_seconds
+    )
+    gate = Gate()
+    gate.release.set()
+    for _ in range(core):
+        executor.execute(gate.task)
+    gate.wait_started(core)
+    time.sleep(pickup_window_seconds + 0.3)
+    return executor
+
+
+def test_tasks_of_one_pickup_window_run_on_the_thread_that_collects() -> None:
+    executor = _idle_pool(4, pickup_window_seconds=1.0)
+    ran: list[tuple[str, float]] = []
+    done = threading.Semaphore(0)
+
+    def record() -> None:
+        ran.append((threading.current_thread().name, time.monotonic()))
+        done.release()
+
+    try:
+        submitted = time.monotonic()
+        executor.execute(record)
+        assert done.acquire(timeout=5)
+        assert ran[0][1] - submitted < 0.5, "after a quiet spell a task wakes a thread at once"
+        time.sleep(0.1)  # that thread now waits out its window
+        for _ in range(10):
+            executor.execute(record)
+        assert executor.stats().queue_size == 10, "queued; no other thread woken"
+        for _ in range(10):
+            assert done.acquire(timeout=5)
+    finally:
+        executor.shutdown(timeout_seconds=5)
+    assert {name for name, _ in ran} == {ran[0][0]}, "one thread ran the window's tasks"
+
+
+def test_a_slow_task_does_not_hold_back_a_task_that_arrives_after_it() -> None:
+    executor = _idle_pool(2, pickup_window_seconds=0.05)
+    release = threading.Event()
+    fast_done = threading.Event()
+    try:
+        executor.execute(lambda: release.wait(20))
+        time.sleep(0.3)  # the slow task runs; no thread is collecting
+        submitted = time.monotonic()
+        executor.execute(fast_done.set)
+        assert fast_done.wait(5)
+        assert time.monotonic() - submitted < 0.5, "the idle thread was woken at once"
+    finally:
+        release.set()
+        executor.shutdown(timeout_seconds=5)
+
+
+def test_a_negative_pickup_window_is_refused() -> None:
+    with pytest.raises(ValueError, match="pickup_window_seconds"):
+        ThreadPoolTaskExecutor(pickup_window_seconds=-1)
