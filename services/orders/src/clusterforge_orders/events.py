@@ -25,13 +25,13 @@ Ordering and failure, as :meth:`EventBus.publish` applies them:
   already committed.
 - The asynchronous listeners of one event published in a transaction (plain and
   AFTER_COMMIT alike) are handed over together, as *one* executor task that calls them
-  one after the other in priority order, each with its own failure handling; a
-  rejection counts for each of them. The task is handed over where the first of them
+  one after the other, each with its own failure handling; a rejection counts for each
+  of them. The AFTER_COMMIT ones run first, then the plain ones, each group in priority
+  order: a slow listener delays the ones after it in the task, and the order's sync
+  should not wait for a notification. The task is handed over where the first of them
   stands among the transaction's end-of-scope work (which keeps priority order).
   Why one task: under load, waking a pool thread costs more than these listeners' own
-  work (bench/RESULTS.md, "orders: one hand-off per order"). The price is that a slow
-  listener delays the ones after it in the same task; the outbox relay covers an
-  after-commit delivery delayed that way.
+  work (bench/RESULTS.md, "orders: one hand-off per order").
 
 Listeners return nothing and never see each other.
 """
@@ -152,11 +152,11 @@ class EventBus:
     def _hand_over(
         self, registrations: list[ListenerRegistration], event: object, committed: bool
     ) -> None:
-        due = tuple(
-            registration
-            for registration in registrations
-            if committed or registration.phase is not TransactionPhase.AFTER_COMMIT
-        )
+        after_commit = [r for r in registrations if r.phase is TransactionPhase.AFTER_COMMIT]
+        plain = [r for r in registrations if r.phase is not TransactionPhase.AFTER_COMMIT]
+        # After-commit listeners first: the order's sync must not wait for a slow
+        # notification (a webhook near its timeout) running ahead of it on the same thread.
+        due = (*after_commit, *plain) if committed else tuple(plain)
         if due:
             self._submit(due, event)
 
