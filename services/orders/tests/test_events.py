@@ -59,6 +59,12 @@ class Recorder:
         return listen
 
 
+def _recording_runtime(database_url: str, open_runtime):  # type: ignore[no-untyped-def]
+    """A runtime whose notifications are recorded, and a recorder for more listeners."""
+    sender = RecordingSender()
+    return open_runtime(make_settings(database_url), sender=sender), sender, Recorder()
+
+
 def test_sync_listeners_run_in_priority_order_in_the_publishing_thread(
     database_url: str, open_runtime
 ) -> None:  # type: ignore[no-untyped-def]
@@ -236,9 +242,7 @@ def test_async_listener_is_handed_over_once_the_transaction_has_ended(
 def test_async_listeners_of_one_event_run_as_one_task_each_failing_alone(
     database_url: str, open_runtime
 ) -> None:  # type: ignore[no-untyped-def]
-    sender = RecordingSender()
-    runtime = open_runtime(make_settings(database_url), sender=sender)
-    recorder = Recorder()
+    runtime, sender, recorder = _recording_runtime(database_url, open_runtime)
     runtime.bus.subscribe(
         OrderCreatedEvent,
         recorder.listener("late-after-commit"),
@@ -288,9 +292,7 @@ def test_async_listener_runs_when_the_transaction_rolls_back(
     database_url: str, open_runtime
 ) -> None:  # type: ignore[no-untyped-def]
     """Like Spring's plain @Async @EventListener: the outcome does not matter."""
-    sender = RecordingSender()
-    runtime = open_runtime(make_settings(database_url), sender=sender)
-    recorder = Recorder()
+    runtime, sender, recorder = _recording_runtime(database_url, open_runtime)
     runtime.bus.subscribe(
         OrderCreatedEvent, recorder.listener("early"), name="early", asynchronous=True
     )
