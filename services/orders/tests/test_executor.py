@@ -8,6 +8,7 @@ import time
 import pytest
 
 from clusterforge_orders import TaskRejectedError, ThreadPoolTaskExecutor
+from clusterforge_orders.executor import MAX_TASKS_HELD_FOR_PICKUP
 
 
 class Gate:
@@ -217,6 +218,26 @@ def test_a_slow_task_does_not_hold_back_a_task_that_arrives_after_it() -> None:
         assert time.monotonic() - submitted < 0.5, "the idle thread was woken at once"
     finally:
         release.set()
+        executor.shutdown(timeout_seconds=5)
+
+
+def test_a_burst_wakes_threads_without_waiting_for_the_window() -> None:
+    executor = ThreadPoolTaskExecutor(core_pool_size=2, pickup_window_seconds=30.0)
+    gate = Gate()
+    gate.release.set()
+    done = threading.Semaphore(0)
+    try:
+        for _ in range(2):
+            executor.execute(gate.task)
+        gate.wait_started(2)
+        time.sleep(0.2)  # one thread now waits out a 30 s window, the other sleeps
+        submitted = time.monotonic()
+        for _ in range(MAX_TASKS_HELD_FOR_PICKUP + 4):
+            executor.execute(done.release)
+        for _ in range(MAX_TASKS_HELD_FOR_PICKUP + 4):
+            assert done.acquire(timeout=10)
+        assert time.monotonic() - submitted < 5, "the backlog woke a thread"
+    finally:
         executor.shutdown(timeout_seconds=5)
 
 

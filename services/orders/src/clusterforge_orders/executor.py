@@ -30,7 +30,9 @@ waking a pool thread costs the service more interpreter time than its listeners'
 worker is collecting (after a quiet spell, or while every awake worker runs a task)
 wakes an idle thread at once, as in Java, so a slow task never holds back the ones
 that arrive after it; only the tasks of the same window wait for it when nothing else
-arrives. ``pickup_window_seconds=0`` gives Java's dispatch exactly.
+arrives. A backlog of ``MAX_TASKS_HELD_FOR_PICKUP`` (16) wakes threads as in Java, so a
+burst is not rejected while threads wait out a window. ``pickup_window_seconds=0``
+gives Java's dispatch exactly.
 
 Threads above the core size retire after ``keep_alive_seconds`` without work. Shutdown
 stops intake, lets the threads finish the running and the queued tasks, and waits for
@@ -58,6 +60,9 @@ Task = Callable[[], None]
 DEFAULT_AWAIT_TERMINATION_SECONDS = 30.0
 DEFAULT_KEEP_ALIVE_SECONDS = 60.0
 DEFAULT_PICKUP_WINDOW_SECONDS = 0.005
+# A backlog this long wakes a thread even during a pick-up window: a burst must not fill
+# the queue (and be rejected) while idle threads wait for the window to end.
+MAX_TASKS_HELD_FOR_PICKUP = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +148,7 @@ class ThreadPoolTaskExecutor:
                 if not self._workers:
                     # Only reachable with core_pool_size 0: someone must drain the queue.
                     self._start_worker(None)
-                elif not self._collecting:
+                elif not self._collecting or len(self._queue) >= MAX_TASKS_HELD_FOR_PICKUP:
                     self._work_available.notify()
                 return
             if len(self._workers) < self.max_pool_size:
