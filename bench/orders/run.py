@@ -400,7 +400,7 @@ def _stop_service(service: _RunningService) -> float:
     return time.monotonic() - started
 
 
-def _wrk(args: argparse.Namespace, *, threads: int, connections: int) -> list[str]:
+def _wrk(*, threads: int, connections: int) -> list[str]:
     return [
         "wrk",
         f"-t{threads}",
@@ -435,7 +435,7 @@ def run_scenario(
     base_url, workdir = service.base_url, service.workdir
     prober: Prober | None = None
     try:
-        wrk = _wrk(args, threads=2, connections=args.connections)
+        wrk = _wrk(threads=2, connections=args.connections)
         subprocess.run([*wrk, "-d3s", base_url], check=True, capture_output=True)  # warm-up
         if isinstance(target, ClusterTarget):
             prober = Prober(target, base_url)
@@ -533,7 +533,7 @@ def run_paired(
     try:
         warm_ups = [
             subprocess.Popen(
-                [*_wrk(args, threads=1, connections=connections), "-d3s", service.base_url],
+                [*_wrk(threads=1, connections=connections), "-d3s", service.base_url],
                 stdout=subprocess.DEVNULL,
             )
             for service in services
@@ -544,7 +544,7 @@ def run_paired(
         loads = [
             subprocess.Popen(
                 [
-                    *_wrk(args, threads=1, connections=connections),
+                    *_wrk(threads=1, connections=connections),
                     f"-d{args.duration}s",
                     service.base_url,
                 ],
