@@ -115,10 +115,10 @@ def test_logging_sender_writes_a_line_in_the_log_layout(caplog: pytest.LogCaptur
         sender.close()
     (line,) = stream.getvalue().splitlines()
     # What SingleLineFormatter(LOG_FORMAT) renders for the same record, timestamp aside.
-    record = logging.LogRecord(NOTIFICATIONS, logging.INFO, __file__, 1, "%s", ("x",), None)
+    record = logging.LogRecord(
+        NOTIFICATIONS, logging.INFO, __file__, 1, "订单 ORD-1 已创建", (), None
+    )
     record.threadName = "event-task-7"
-    record.msg = "订单 ORD-1 已创建"
-    record.args = ()
     expected = SingleLineFormatter(LOG_FORMAT).format(record)
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} .*", line), line
     assert line[23:] == expected[23:]
