@@ -4,7 +4,8 @@ Hosts never download anything: the roles copy archives from this cache. Three so
 
 - ``maven``: resolved with ``mvn dependency:copy --strict-checksums``. Maven names its
   default repository itself and honours the user's settings.xml mirrors, so no repository
-  address lives in this code.
+  address lives in this code. That archive carries one module, so the engine's standard
+  modules are assembled into a copy of it (``clusterforge.engine_modules``).
 - ``tarball``: the official release tarball from a URL, checked against its sha512 (given
   in the inventory, or read from the ``.sha512`` file published beside it).
 - ``file``: an archive already on the control node.
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterforge.engine_modules import assemble_engine, assembled_archive_name
 from clusterforge.errors import ArtifactError
 from clusterforge.model import Distribution
 
@@ -175,7 +177,7 @@ def _fetch_url_locked(url: str, sha512: str | None, target: Path) -> FetchedArti
 def fetch_engine(distribution: Distribution) -> FetchedArtifact:
     """Put the engine archive into the cache (once) and return its path."""
     if distribution.source == "maven":
-        return fetch_maven_artifact(ENGINE_MAVEN_COORDINATES, distribution.version, "zip")
+        return _maven_engine_with_modules(distribution.version)
     target = cache_dir() / distribution.archive_name
     if distribution.source == "tarball":
         if not distribution.url:
@@ -183,6 +185,17 @@ def fetch_engine(distribution: Distribution) -> FetchedArtifact:
         return fetch_url(distribution.url, distribution.sha512, target)
     with cache_lock():
         return _copy_engine_file_locked(distribution, target)
+
+
+def _maven_engine_with_modules(version: str) -> FetchedArtifact:
+    """The Maven engine archive with the distribution's standard modules, assembled once."""
+    base = fetch_maven_artifact(ENGINE_MAVEN_COORDINATES, version, "zip")
+    target = cache_dir() / assembled_archive_name(version)
+    with cache_lock():
+        if target.exists():
+            return FetchedArtifact(target, fetched=base.fetched)
+        assemble_engine(base.path, version, target)
+    return FetchedArtifact(target, fetched=True)
 
 
 def _copy_engine_file_locked(distribution: Distribution, target: Path) -> FetchedArtifact:

@@ -105,8 +105,10 @@ def index_template() -> dict[str, Any]:
     """The body of ``PUT _index_template/orders``: the five fields of ``OrderDocument``.
 
     ``productName`` is analyzed with ``smartcn`` (keyword subfield for sorting and exact
-    matches). ``amount`` is a double: ``scaled_float`` lives in the mapper-extras module,
-    which the Maven engine archive lacks. ``createTime`` is what format_create_time
+    matches). ``amount`` is a ``scaled_float`` in cents: exact sums of money, in half the
+    space of a double. It lives in the mapper-extras module, which every engine source
+    carries (the official archive, and the Maven one with its modules assembled:
+    clusterforge.engine_modules). ``createTime`` is what format_create_time
     writes (``2026-01-31T08:00:00``, no zone: UTC). ``dynamic: strict`` refuses a field
     the template does not type, instead of guessing its type.
     """
@@ -124,7 +126,7 @@ def index_template() -> dict[str, Any]:
                         "analyzer": "smartcn",
                         "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
                     },
-                    "amount": {"type": "double"},
+                    "amount": {"type": "scaled_float", "scaling_factor": 100},
                     "createTime": {
                         "type": "date",
                         "format": "strict_date_hour_minute_second||strict_date_optional_time",
