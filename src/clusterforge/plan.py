@@ -28,6 +28,7 @@ import yaml
 
 from clusterforge import services_plan
 from clusterforge.artifacts import FetchedArtifact, fetch_engine
+from clusterforge.cluster_config import plan_cluster_config, toolkit_security_names
 from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
 from clusterforge.cluster_security import render_cluster_security
 from clusterforge.console import (
@@ -52,9 +53,11 @@ from clusterforge.orders_search import (
     DISABLED,
     USERNAME_VARIABLE,
     OrdersSearch,
+    index_template,
     plan_for_cluster,
     security_additions,
 )
+from clusterforge.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
 from clusterforge.pki import CA_PASSPHRASE_ENV
 from clusterforge.plugins import fetch_plugin, fetch_security_plugin
 from clusterforge.render import (
@@ -385,6 +388,7 @@ PLAN_SECTIONS = (
     "artifacts",
     "security",
     "orders_search",
+    "cluster_config",
     "consoles",
     "rollout",
     "removal",
@@ -419,6 +423,12 @@ def build_plan(
     write the secret-bearing file themselves, with no_log.
     """
     cluster = build_cluster(nodes_vars)
+    cluster_config = plan_cluster_config(
+        nodes_vars[0][1],
+        secured=cluster.secured,
+        toolkit_names=toolkit_security_names(),
+        managed_templates=[{"name": ORDERS_TEMPLATE_NAME, **index_template()}],
+    )
     orders_search = plan_for_cluster(
         cluster,
         service_hosts_variables(
@@ -453,6 +463,8 @@ def build_plan(
         # Order delivery (docs/orders-search.md): the index template, the user's name and
         # the CA bundle the order_service role copies; never the password.
         "orders_search": orders_search.public() if orders_search else dict(DISABLED),
+        # The cluster's own objects declared in the inventory (docs/cluster-config.md).
+        "cluster_config": cluster_config.as_plan(),
         "consoles": consoles,
         "rollout": plan_rollout(cluster, observed or {}),
         "removal": plan_removal(cluster, observed or {}),

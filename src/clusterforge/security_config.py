@@ -213,6 +213,12 @@ _BASE_ROLES: Mapping[str, Mapping[str, Any]] = {
 }
 
 
+# The roles and mappings the security files hold whatever the inventory says: the cluster
+# objects the inventory declares (clusterforge.cluster_config) may not name them.
+TOOLKIT_ROLE_NAMES = frozenset(_BASE_ROLES)
+TOOLKIT_ROLE_MAPPING_NAMES = frozenset(_BASE_ROLE_MAPPINGS)
+
+
 def predefined_users(
     hashes: Mapping[str, str], *, descriptions: Mapping[str, str] | None = None
 ) -> list[InternalUser]:

@@ -1,6 +1,7 @@
 """``scripts/status``: what a running cluster looks like, and what needs attention.
 
-    scripts/status [--lab-json PATH | --inventory PATH [--vault-password-file F]] [--json]
+    scripts/status [--lab-json PATH | --inventory PATH [--vault-password-file F]]
+                   [-e EXTRA_VARS ...] [--json]
 
 Exit codes: 0 when nothing needs attention, 1 when the report lists problems, 2 for usage
 or configuration errors. The table (or, with ``--json``, one JSON document) goes to
@@ -17,9 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clusterforge._status_drift import (
+    declared_config,
+    drift_problems,
+    find_drift,
+    parse_extra_vars,
+)
 from clusterforge._status_probe import DEFAULT_TIMEOUT, HttpClient, collect
 from clusterforge._status_report import build_report
 from clusterforge._status_target import Target, load_inventory, load_lab_json
+from clusterforge.cluster_config import ClusterConfig
 from clusterforge.errors import ClusterforgeError
 
 __all__ = ["build_report", "main", "render_table"]
@@ -173,6 +181,16 @@ def render_table(report: dict[str, Any]) -> str:
     else:
         lines.append("services  none in this inventory")
     lines.append("")
+    drift = report.get("drift")
+    if drift is not None:
+        lines.append(
+            "drift     "
+            + (
+                ", ".join(f"{item['kind']} {item['name']} {item['state']}" for item in drift)
+                or "none: the cluster's objects match the inventory"
+            )
+        )
+        lines.append("")
     if report["problems"]:
         lines.append(f"{len(report['problems'])} problem(s):")
         lines += [f"  - {problem}" for problem in report["problems"]]
@@ -193,6 +211,21 @@ def _target(args: argparse.Namespace) -> Target:
     return load_lab_json(lab_json)
 
 
+def _declared(args: argparse.Namespace, target: Target) -> ClusterConfig | None:
+    """The cluster objects the inventory (the one given, or the lab's beside its lab.json)
+    declares, ``-e`` on top; None when it declares none, or for a lab.json without an
+    inventory beside it and no ``-e``."""
+    extra_vars = parse_extra_vars(args.extra_vars)
+    inventory = args.inventory
+    if inventory is None:
+        inventory = Path(args.lab_json or DEFAULT_LAB_JSON).parent
+        if not extra_vars and not (inventory / "hosts.yml").exists():
+            return None
+    return declared_config(
+        Path(inventory), args.vault_password_file, extra_vars, secured=target.secured
+    )
+
+
 class _UsageError(ClusterforgeError):
     pass
 
@@ -207,6 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vault-password-file", type=Path, help="decrypts the inventory's vaulted variables"
     )
+    parser.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="EXTRA_VARS",
+        help="variables on top of the inventory's, as ansible-playbook takes them "
+        "(key=value, YAML/JSON, or @FILE); the declared cluster objects are compared",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default 10)"
@@ -216,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--vault-password-file needs --inventory")
     try:
         target = _target(args)
+        declared = _declared(args, target)
     except ClusterforgeError as error:
         print(f"scripts/status: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -228,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     recorded = collect(target, client, timeout=args.timeout)
     report = build_report(target, recorded, now=datetime.now(UTC))
+    if declared is not None:
+        found = find_drift(target, declared, client)
+        report["drift"] = found["drift"]
+        report["problems"] += drift_problems(found)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

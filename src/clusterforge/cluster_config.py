@@ -1,0 +1,706 @@
+"""The cluster's own configuration as code: objects declared in the inventory, compared
+with what the cluster returns, and the changes that make the cluster match.
+
+Kinds, each a mapping from name to the body the REST API takes:
+
+- security: ``opensearch_security_action_groups``, ``opensearch_security_tenants``,
+  ``opensearch_security_roles``, ``opensearch_security_role_mappings``;
+- ``opensearch_component_templates`` and (composable) ``opensearch_index_templates``;
+- ``opensearch_ingest_pipelines``;
+- ``opensearch_cluster_settings``: persistent, dynamic settings, one mapping.
+
+Pure: no HTTP and no Ansible. :func:`plan_cluster_config` validates the declarations (every
+problem at once, naming the variable and the key); :func:`changes_for` compares one kind's
+declarations with the cluster's answer. The action plugin
+``clusterforge_cluster_config`` reads and writes, and ``scripts/status`` reports the
+same comparison as drift.
+
+The comparison is normalised as the engine answers: a declared body matches when every
+value it sets is what the cluster holds (keys the engine adds with defaults are not a
+difference, and key order never is); settings compare flattened, as strings, with the
+``index.`` prefix the engine adds. A key dropped from a declaration counts as a change
+only where the kind names the key's default (a role's permission lists, say).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterforge.errors import InventoryError
+from clusterforge.orders_search import READER_ROLE, WRITER_ROLE
+from clusterforge.security_config import TOOLKIT_ROLE_MAPPING_NAMES, TOOLKIT_ROLE_NAMES
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of cluster object and how the REST API serves it."""
+
+    name: str  # as reported: "role", "index template", ...
+    variable: str
+    list_path: str  # GET: every object of the kind
+    object_path: str  # PUT and DELETE, with {name}
+    security: bool = False
+    # Top-level keys whose absence from a declaration means their default.
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+ACTION_GROUPS = Kind(
+    "action group",
+    "opensearch_security_action_groups",
+    "/_plugins/_security/api/actiongroups",
+    "/_plugins/_security/api/actiongroups/{name}",
+    security=True,
+    defaults={"allowed_actions": []},
+)
+TENANTS = Kind(
+    "tenant",
+    "opensearch_security_tenants",
+    "/_plugins/_security/api/tenants",
+    "/_plugins/_security/api/tenants/{name}",
+    security=True,
+)
+ROLES = Kind(
+    "role",
+    "opensearch_security_roles",
+    "/_plugins/_security/api/roles",
+    "/_plugins/_security/api/roles/{name}",
+    security=True,
+    defaults={"cluster_permissions": [], "index_permissions": [], "tenant_permissions": []},
+)
+ROLE_MAPPINGS = Kind(
+    "role mapping",
+    "opensearch_security_role_mappings",
+    "/_plugins/_security/api/rolesmapping",
+    "/_plugins/_security/api/rolesmapping/{name}",
+    security=True,
+    defaults={"backend_roles": [], "hosts": [], "users": []},
+)
+COMPONENT_TEMPLATES = Kind(
+    "component template",
+    "opensearch_component_templates",
+    "/_component_template",
+    "/_component_template/{name}",
+)
+INDEX_TEMPLATES = Kind(
+    "index template",
+    "opensearch_index_templates",
+    "/_index_template",
+    "/_index_template/{name}",
+    defaults={"composed_of": []},
+)
+INGEST_PIPELINES = Kind(
+    "ingest pipeline",
+    "opensearch_ingest_pipelines",
+    "/_ingest/pipeline",
+    "/_ingest/pipeline/{name}",
+)
+CLUSTER_SETTINGS = Kind(
+    "cluster setting",
+    "opensearch_cluster_settings",
+    "/_cluster/settings?flat_settings=true",
+    "/_cluster/settings",
+)
+
+# In the order they are applied: what a later kind names exists by then (an action group
+# before the roles that use it, a role before its mapping, a component template before the
+# index templates composed of it).
+KINDS = (
+    ACTION_GROUPS,
+    TENANTS,
+    ROLES,
+    ROLE_MAPPINGS,
+    COMPONENT_TEMPLATES,
+    INDEX_TEMPLATES,
+    INGEST_PIPELINES,
+    CLUSTER_SETTINGS,
+)
+KINDS_BY_VARIABLE = {kind.variable: kind for kind in KINDS}
+PRUNE_VARIABLE = "opensearch_config_prune"
+EXTRA_SETTINGS_VARIABLE = "opensearch_extra_settings"
+
+# The security plugin's own objects (its static configuration and demo defaults) and the
+# names the toolkit writes into the security files itself: never declared, never pruned.
+BUILT_IN_NAMES: Mapping[str, frozenset[str]] = {
+    "role": frozenset(
+        {
+            "all_access",
+            "kibana_user",
+            "kibana_server",
+            "kibana_read_only",
+            "logstash",
+            "manage_snapshots",
+            "own_index",
+            "readall",
+            "readall_and_monitor",
+            "security_rest_api_access",
+            "security_rest_api_full_access",
+            "cross_cluster_replication_leader_full_access",
+            "cross_cluster_replication_follower_full_access",
+            "reports_read_access",
+            "reports_instances_read_access",
+            "reports_full_access",
+            "alerting_read_access",
+            "alerting_ack_alerts",
+            "alerting_full_access",
+            "anomaly_read_access",
+            "anomaly_full_access",
+            "index_management_full_access",
+            "asynchronous_search_full_access",
+            "asynchronous_search_read_access",
+            "point_in_time_full_access",
+            "snapshot_management_full_access",
+            "snapshot_management_read_access",
+            "admin",
+        }
+    ),
+    "role mapping": frozenset(
+        {"all_access", "kibana_server", "kibana_user", "readall", "own_index", "admin"}
+    ),
+    "action group": frozenset(
+        {
+            "unlimited",
+            "indices_all",
+            "cluster_all",
+            "get",
+            "read",
+            "write",
+            "delete",
+            "crud",
+            "search",
+            "suggest",
+            "data_access",
+            "create_index",
+            "manage_aliases",
+            "indices_monitor",
+            "index",
+            "manage",
+            "cluster_monitor",
+            "cluster_composite_ops_ro",
+            "cluster_composite_ops",
+            "cluster_manage_index_templates",
+            "cluster_manage_pipelines",
+            "manage_snapshots",
+            "kibana_all_read",
+            "kibana_all_write",
+        }
+    ),
+    "tenant": frozenset({"global_tenant", "admin_tenant", "__user__", "private"}),
+}
+BUILT_IN_ACTION_GROUPS = BUILT_IN_NAMES["action group"]
+
+# A permission is an action group or an action name (with wildcards).
+ACTION_PATTERN = re.compile(r"^(cluster|indices|internal|restapi):[A-Za-z0-9_*/:.\[\]-]*$")
+
+# What the engine's core and its assembled modules (docs/engine-modules.md) process. A
+# processor of another plugin (geoip, user_agent, attachment) is refused: the engine would
+# refuse the pipeline anyway, after the hosts were changed.
+INGEST_PROCESSORS = frozenset(
+    {
+        "append",
+        "bytes",
+        "community_id",
+        "convert",
+        "copy",
+        "csv",
+        "date",
+        "date_index_name",
+        "dissect",
+        "dot_expander",
+        "drop",
+        "fail",
+        "fingerprint",
+        "foreach",
+        "grok",
+        "gsub",
+        "html_strip",
+        "join",
+        "json",
+        "kv",
+        "lowercase",
+        "pipeline",
+        "remove",
+        "remove_by_pattern",
+        "rename",
+        "script",
+        "set",
+        "sort",
+        "split",
+        "trim",
+        "uppercase",
+        "uri_parts",
+        "urldecode",
+    }
+)
+
+# Settings the engine reads at start only: they belong in opensearch.yml.
+STATIC_SETTING_PREFIXES = (
+    "bootstrap.",
+    "cluster.name",
+    "cluster.initial_cluster_manager_nodes",
+    "cluster.initial_master_nodes",
+    "discovery.",
+    "http.",
+    "network.",
+    "node.",
+    "path.",
+    "plugins.security.",
+    "transport.",
+    "thread_pool.",
+    "indices.memory.",
+    "indices.fielddata.cache.size",
+    "indices.queries.cache.size",
+    "cluster.routing.allocation.awareness.force.",
+)
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object to make match: ``create``, ``update`` or (with prune) ``delete``."""
+
+    kind: str
+    name: str
+    action: str
+    before: Any
+    after: Any
+
+    def describe(self) -> str:
+        return f"{self.action} {self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The declarations, validated: for each kind's variable, name -> body; and ``keep``,
+    the names of objects the toolkit writes itself, by kind variable (never pruned)."""
+
+    objects: Mapping[str, Mapping[str, Any]]
+    prune: bool
+    keep: Mapping[str, Sequence[str]]
+
+    @property
+    def declares_anything(self) -> bool:
+        return self.prune or any(self.objects.values())
+
+    def as_plan(self) -> dict[str, Any]:
+        return {
+            "objects": {kind: dict(objects) for kind, objects in self.objects.items()},
+            "prune": self.prune,
+            "keep": {kind: list(names) for kind, names in self.keep.items()},
+            "declares_anything": self.declares_anything,
+        }
+
+
+# ---------------------------------------------------------------- validation
+
+
+def plan_cluster_config(
+    variables: Mapping[str, Any],
+    *,
+    secured: bool,
+    toolkit_names: Mapping[str, Collection[str]] | None = None,
+    managed_templates: Sequence[Mapping[str, Any]] = (),
+) -> ClusterConfig:
+    """The declarations in ``variables`` (the opensearch group's), validated at once.
+
+    ``toolkit_names`` are the objects the toolkit writes itself, by kind variable (the
+    security files' roles and mappings); ``managed_templates`` the index templates it
+    writes (the orders template, with its ``name``), so an overlap with one is found too.
+    Raises :class:`InventoryError` with every problem, each naming the variable and key.
+    """
+    keep = {kind: sorted(names) for kind, names in (toolkit_names or {}).items()}
+    keep[INDEX_TEMPLATES.variable] = sorted(
+        set(keep.get(INDEX_TEMPLATES.variable, ())) | {str(t["name"]) for t in managed_templates}
+    )
+    problems: list[str] = []
+    objects: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        declared = variables.get(kind.variable)
+        if declared is None:
+            declared = {}
+        if not isinstance(declared, Mapping):
+            problems.append(
+                f"{kind.variable} must be a mapping from name to body "
+                f"(got {type(declared).__name__})"
+            )
+            continue
+        objects[kind.variable] = dict(declared)
+    prune = variables.get(PRUNE_VARIABLE, False)
+    if not isinstance(prune, bool):
+        problems.append(f"{PRUNE_VARIABLE} must be true or false (got {prune!r})")
+        prune = False
+    if not problems:
+        problems.extend(_problems_of(objects, managed_templates))
+        problems.extend(_toolkit_name_problems(objects, keep))
+        if not secured:
+            problems.extend(
+                f"{kind.variable} declares {kind.name}s, which need the security plugin; "
+                "set opensearch_security_mode to tls or basic, or remove them"
+                for kind in KINDS
+                if kind.security and objects.get(kind.variable)
+            )
+    if problems:
+        raise InventoryError(problems)
+    return ClusterConfig(objects=objects, prune=prune, keep=keep)
+
+
+def _toolkit_name_problems(
+    objects: Mapping[str, Mapping[str, Any]], keep: Mapping[str, Sequence[str]]
+) -> list[str]:
+    return [
+        f"{variable}.{name}: clusterforge writes this object itself (the security files or "
+        "the orders index); choose another name"
+        for variable, names in keep.items()
+        for name in objects.get(variable, {})
+        if name in names
+    ]
+
+
+def _problems_of(
+    objects: Mapping[str, Mapping[str, Any]], managed_templates: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    problems: list[str] = []
+    declared_groups = set(objects.get(ACTION_GROUPS.variable, {}))
+    for kind in KINDS:
+        if kind is CLUSTER_SETTINGS:
+            continue
+        for name, body in objects.get(kind.variable, {}).items():
+            where = f"{kind.variable}.{name}"
+            if not isinstance(name, str) or not NAME_PATTERN.match(name):
+                problems.append(
+                    f"{kind.variable}: {name!r} is not a valid name; use letters, digits, "
+                    "'_', '.' and '-', starting with a letter or digit"
+                )
+                continue
+            if name in BUILT_IN_NAMES.get(kind.name, ()):
+                problems.append(
+                    f"{where}: {name} is a built-in {kind.name} of the security plugin; "
+                    "it cannot be declared (choose another name)"
+                )
+                continue
+            if not isinstance(body, Mapping):
+                problems.append(f"{where} must be a mapping (the body the REST API takes)")
+                continue
+            problems.extend(_kind_problems(kind, where, body, declared_groups))
+    problems.extend(
+        _template_overlaps(objects.get(INDEX_TEMPLATES.variable, {}), managed_templates)
+    )
+    problems.extend(_setting_problems(objects.get(CLUSTER_SETTINGS.variable, {})))
+    problems.extend(_mapping_targets(objects))
+    return problems
+
+
+def _kind_problems(
+    kind: Kind, where: str, body: Mapping[str, Any], declared_groups: set[str]
+) -> list[str]:
+    known_groups = BUILT_IN_ACTION_GROUPS | declared_groups
+    problems: list[str] = []
+    for meta in ("reserved", "hidden", "static"):
+        if body.get(meta):
+            problems.append(f"{where}.{meta}: the plugin sets {meta} itself; leave it out")
+    if kind is ROLES:
+        for index, action in enumerate(body.get("cluster_permissions") or []):
+            problems.extend(
+                _permission_problem(f"{where}.cluster_permissions[{index}]", action, known_groups)
+            )
+        for index, permission in enumerate(body.get("index_permissions") or []):
+            if not isinstance(permission, Mapping) or not permission.get("index_patterns"):
+                problems.append(
+                    f"{where}.index_permissions[{index}] needs index_patterns and allowed_actions"
+                )
+                continue
+            for number, action in enumerate(permission.get("allowed_actions") or []):
+                problems.extend(
+                    _permission_problem(
+                        f"{where}.index_permissions[{index}].allowed_actions[{number}]",
+                        action,
+                        known_groups,
+                    )
+                )
+    elif kind is ACTION_GROUPS:
+        for index, action in enumerate(body.get("allowed_actions") or []):
+            problems.extend(
+                _permission_problem(f"{where}.allowed_actions[{index}]", action, known_groups)
+            )
+    elif kind is INDEX_TEMPLATES:
+        patterns = body.get("index_patterns")
+        if not patterns or not isinstance(patterns, list):
+            problems.append(f"{where}.index_patterns must be a non-empty list of patterns")
+    elif kind is INGEST_PIPELINES:
+        processors = body.get("processors")
+        if not isinstance(processors, list) or not processors:
+            problems.append(f"{where}.processors must be a non-empty list")
+        else:
+            problems.extend(_processor_problems(f"{where}.processors", processors))
+    return problems
+
+
+def _permission_problem(
+    where: str, action: Any, known_groups: set[str] | frozenset[str]
+) -> list[str]:
+    if isinstance(action, str) and (action in known_groups or ACTION_PATTERN.match(action)):
+        return []
+    return [
+        f"{where}: {action!r} is neither an action group (built-in or declared in "
+        f"{ACTION_GROUPS.variable}) nor an action name such as 'indices:data/read/*' or "
+        "'cluster:monitor/health'; fix the permission"
+    ]
+
+
+def _processor_problems(where: str, processors: Sequence[Any]) -> list[str]:
+    problems: list[str] = []
+    for index, processor in enumerate(processors):
+        if not isinstance(processor, Mapping) or len(processor) != 1:
+            problems.append(f"{where}[{index}] must be one {{type: options}} mapping")
+            continue
+        [(kind, options)] = processor.items()
+        if kind not in INGEST_PROCESSORS:
+            problems.append(
+                f"{where}[{index}]: {kind!r} is not a processor type this engine has; use one "
+                f"of {', '.join(sorted(INGEST_PROCESSORS))}"
+            )
+        elif isinstance(options, Mapping) and options.get("on_failure"):
+            problems.extend(
+                _processor_problems(f"{where}[{index}].on_failure", options["on_failure"])
+            )
+    return problems
+
+
+def patterns_overlap(first: str, second: str) -> bool:
+    """Whether some index name could match both patterns (``logs-*`` and ``logs-app*``)."""
+    if fnmatch.fnmatchcase(first, second) or fnmatch.fnmatchcase(second, first):
+        return True
+    first_prefix, second_prefix = first.split("*", 1)[0], second.split("*", 1)[0]
+    if "*" in first and "*" in second:
+        return first_prefix.startswith(second_prefix) or second_prefix.startswith(first_prefix)
+    return False
+
+
+def _template_overlaps(
+    declared: Mapping[str, Any], managed: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    templates = [
+        (name, body.get("priority", 0), list(body.get("index_patterns") or []), True)
+        for name, body in declared.items()
+        if isinstance(body, Mapping)
+    ] + [
+        (
+            str(body.get("name")),
+            body.get("priority", 0),
+            list(body.get("index_patterns") or []),
+            False,
+        )
+        for body in managed
+    ]
+    problems: list[str] = []
+    for index, (name, priority, patterns, is_declared) in enumerate(templates):
+        for other, other_priority, other_patterns, _ in templates[index + 1 :]:
+            if priority != other_priority or not is_declared:
+                continue
+            clash = [
+                f"{mine} ~ {theirs}"
+                for mine in patterns
+                for theirs in other_patterns
+                if patterns_overlap(str(mine), str(theirs))
+            ]
+            if clash:
+                problems.append(
+                    f"{INDEX_TEMPLATES.variable}.{name}.index_patterns overlap those of index "
+                    f"template {other} ({', '.join(clash)}) at the same priority {priority}; "
+                    "give one of them another priority"
+                )
+    return problems
+
+
+def _setting_problems(settings: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    for key in flatten(settings):
+        if key.startswith(STATIC_SETTING_PREFIXES):
+            problems.append(
+                f"{CLUSTER_SETTINGS.variable}.{key} is a static setting, read at start only; "
+                f"set it in {EXTRA_SETTINGS_VARIABLE} (opensearch.yml) instead"
+            )
+    return problems
+
+
+def _mapping_targets(objects: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A role mapping names a role: declared here or built in."""
+    roles = set(objects.get(ROLES.variable, {})) | BUILT_IN_NAMES["role"]
+    return [
+        f"{ROLE_MAPPINGS.variable}.{name} maps a role no one declares; add {name} to "
+        f"{ROLES.variable} or map a built-in role"
+        for name in objects.get(ROLE_MAPPINGS.variable, {})
+        if name not in roles
+    ]
+
+
+# ---------------------------------------------------------------- normalising and comparing
+
+
+def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists stay values."""
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(item, Mapping):
+            flat.update(flatten(item, f"{dotted}."))
+        else:
+            flat[dotted] = item
+    return flat
+
+
+def setting_string(value: Any) -> Any:
+    """A setting as the engine answers it: scalars as strings, booleans lower-case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return [setting_string(item) for item in value]
+    if value is None:
+        return None
+    return str(value)
+
+
+def normalised_index_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    flat = flatten(settings)
+    return {
+        (key if key.startswith("index.") else f"index.{key}"): setting_string(value)
+        for key, value in flat.items()
+    }
+
+
+def _normalised(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any]:
+    normal = json.loads(json.dumps(body))  # a plain copy: tuples to lists, keys as strings
+    for meta in ("reserved", "hidden", "static"):
+        normal.pop(meta, None)
+    template = normal.get("template") if kind in (INDEX_TEMPLATES, COMPONENT_TEMPLATES) else None
+    if isinstance(template, dict) and isinstance(template.get("settings"), dict):
+        template["settings"] = normalised_index_settings(template["settings"])
+    return dict(normal)
+
+
+def matches(declared: Any, actual: Any) -> bool:
+    """Whether every value ``declared`` sets is what ``actual`` holds."""
+    if isinstance(declared, Mapping):
+        return isinstance(actual, Mapping) and all(
+            key in actual and matches(value, actual[key]) for key, value in declared.items()
+        )
+    if isinstance(declared, list):
+        return (
+            isinstance(actual, list)
+            and len(declared) == len(actual)
+            and all(matches(mine, theirs) for mine, theirs in zip(declared, actual, strict=True))
+        )
+    if isinstance(declared, bool) or isinstance(actual, bool):
+        return bool(declared == actual)
+    if isinstance(declared, int | float) and isinstance(actual, int | float):
+        return float(declared) == float(actual)
+    return bool(declared == actual)
+
+
+def _object_matches(kind: Kind, declared: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
+    wanted = {**kind.defaults, **_normalised(kind, declared)}
+    present = _normalised(kind, actual)
+    for key, default in kind.defaults.items():
+        present.setdefault(key, default)
+    return matches(wanted, present)
+
+
+def actual_objects(kind: Kind, answer: Any) -> dict[str, dict[str, Any]]:
+    """The objects of ``kind`` in the answer to ``GET kind.list_path``, by name."""
+    if kind is INDEX_TEMPLATES:
+        return {
+            item["name"]: dict(item["index_template"])
+            for item in (answer or {}).get("index_templates", [])
+        }
+    if kind is COMPONENT_TEMPLATES:
+        return {
+            item["name"]: dict(item["component_template"])
+            for item in (answer or {}).get("component_templates", [])
+        }
+    if kind is CLUSTER_SETTINGS:
+        return {"persistent": dict((answer or {}).get("persistent", {}))}
+    return {
+        str(name): dict(body) for name, body in (answer or {}).items() if isinstance(body, Mapping)
+    }
+
+
+def protected(kind: Kind, name: str, body: Mapping[str, Any]) -> bool:
+    """Built-in, reserved, hidden or static: never changed, never pruned."""
+    return (
+        name in BUILT_IN_NAMES.get(kind.name, ())
+        or bool(body.get("reserved"))
+        or bool(body.get("hidden"))
+        or bool(body.get("static"))
+        or name.startswith(".")
+    )
+
+
+def changes_for(
+    kind: Kind,
+    declared: Mapping[str, Any],
+    answer: Any,
+    *,
+    prune: bool = False,
+    keep: frozenset[str] = frozenset(),
+) -> list[Change]:
+    """What makes the cluster's ``kind`` objects match ``declared``.
+
+    ``answer`` is the cluster's answer to ``GET kind.list_path``. With ``prune``, objects
+    the declarations do not name are deleted too, except protected ones and ``keep``
+    (objects the toolkit writes itself, index templates a data stream uses).
+    """
+    actual = actual_objects(kind, answer)
+    if kind is CLUSTER_SETTINGS:
+        return _setting_changes(declared, actual["persistent"])
+    changes: list[Change] = []
+    for name, body in declared.items():
+        current = actual.get(name)
+        if current is None:
+            changes.append(Change(kind.name, name, "create", None, _normalised(kind, body)))
+        elif not _object_matches(kind, body, current):
+            changes.append(
+                Change(
+                    kind.name, name, "update", _normalised(kind, current), _normalised(kind, body)
+                )
+            )
+    if prune:
+        for name, body in sorted(actual.items()):
+            if name in declared or name in keep or protected(kind, name, body):
+                continue
+            changes.append(Change(kind.name, name, "delete", _normalised(kind, body), None))
+    return changes
+
+
+def _setting_changes(declared: Mapping[str, Any], persistent: Mapping[str, Any]) -> list[Change]:
+    changes: list[Change] = []
+    for key, value in flatten(declared).items():
+        wanted = setting_string(value)
+        current = persistent.get(key)
+        if current != wanted:
+            action = "create" if current is None else "update"
+            changes.append(Change(CLUSTER_SETTINGS.name, key, action, current, wanted))
+    return changes
+
+
+def request_for(kind: Kind, change: Change, declared: Mapping[str, Any]) -> tuple[str, str, Any]:
+    """The (method, path, body) that carries out ``change``."""
+    if kind is CLUSTER_SETTINGS:
+        return "PUT", kind.object_path, {"persistent": {change.name: change.after}}
+    path = kind.object_path.format(name=change.name)
+    if change.action == "delete":
+        return "DELETE", path, None
+    return "PUT", path, dict(declared[change.name])
+
+
+def toolkit_security_names() -> dict[str, list[str]]:
+    """The roles and role mappings the toolkit's security files hold, by kind variable:
+    the base ones and the order service's (whether delivery is on or not, so a name is
+    refused or kept the same way in every inventory)."""
+    return {
+        ROLES.variable: sorted(TOOLKIT_ROLE_NAMES | {READER_ROLE, WRITER_ROLE}),
+        ROLE_MAPPINGS.variable: sorted(TOOLKIT_ROLE_MAPPING_NAMES | {READER_ROLE, WRITER_ROLE}),
+    }
