@@ -37,15 +37,20 @@ ROLE_SETS = (
 @st.composite
 def topologies(draw: st.DrawFn, *, max_nodes: int = 300) -> Topology:
     zone_count = draw(st.integers(1, 5))
-    count = draw(st.integers(1, max_nodes))
     zoned = draw(st.booleans())
-    nodes = tuple(
-        TopologyNode(
-            name=f"os-{index}",
-            roles=draw(st.sampled_from(ROLE_SETS)),
-            zone=draw(st.sampled_from(ZONES[:zone_count])) if zoned else None,
+    # Drawn first, so big clusters are as likely as small ones (a list's own size leans
+    # small).
+    count = draw(st.integers(1, max_nodes))
+    shapes = draw(
+        st.lists(
+            st.tuples(st.sampled_from(ROLE_SETS), st.sampled_from(ZONES[:zone_count])),
+            min_size=count,
+            max_size=count,
         )
-        for index in range(count)
+    )
+    nodes = tuple(
+        TopologyNode(name=f"os-{index}", roles=roles, zone=zone if zoned else None)
+        for index, (roles, zone) in enumerate(shapes)
     )
     eligible = [node.name for node in nodes if node.cluster_manager_eligible]
     elected = draw(st.one_of(st.none(), st.sampled_from(eligible))) if eligible else None
@@ -64,7 +69,7 @@ def eligible_names(topology: Topology) -> set[str]:
     return {node.name for node in topology.nodes if node.cluster_manager_eligible}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(topologies(), OPERATIONS, st.data())
 def test_every_target_node_goes_exactly_once(
     topology: Topology, operation: Operation, data: st.DataObject
@@ -77,7 +82,7 @@ def test_every_target_node_goes_exactly_once(
     assert all(batch.nodes for batch in rollout.batches)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(topologies(), OPERATIONS)
 def test_never_two_zones_down_at_once(topology: Topology, operation: Operation) -> None:
     zones = zone_of(topology)
@@ -99,13 +104,13 @@ def assert_quorum_holds(topology: Topology, rollout: Rollout) -> None:
         assert len(down) <= budget or batch.nodes == tuple(down), batch
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(topologies(), OPERATIONS)
 def test_a_cluster_manager_quorum_at_every_step(topology: Topology, operation: Operation) -> None:
     assert_quorum_holds(topology, plan_batches(topology, operation))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(topologies(), OPERATIONS)
 def test_the_elected_cluster_manager_goes_last_and_alone(
     topology: Topology, operation: Operation
@@ -121,7 +126,7 @@ def test_the_elected_cluster_manager_goes_last_and_alone(
         assert rollout.elected in eligible_names(topology)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(topologies())
 def test_node_mode_keeps_the_one_at_a_time_order_of_the_inventory(topology: Topology) -> None:
     node_mode = Topology(nodes=topology.nodes, batch_mode="node", elected=topology.elected)
@@ -133,7 +138,7 @@ def test_node_mode_keeps_the_one_at_a_time_order_of_the_inventory(topology: Topo
     ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(topologies())
 def test_zone_mode_takes_a_zones_other_nodes_in_one_batch(topology: Topology) -> None:
     if topology.batch_mode != "zone":
@@ -144,7 +149,11 @@ def test_zone_mode_takes_a_zones_other_nodes_in_one_batch(topology: Topology) ->
         workers = {
             batch_of[node.name]
             for node in topology.nodes
-            if node.zone == zone and not node.cluster_manager_eligible
+            if node.zone == zone
+            and not node.cluster_manager_eligible
+            # Without any eligible node (a topology the model refuses) the last node
+            # stands in for the elected one.
+            and node.name != rollout.elected
         }
         assert len(workers) <= 1, zone
     # Dedicated cluster managers go one at a time, after every zone batch.
@@ -155,7 +164,7 @@ def test_zone_mode_takes_a_zones_other_nodes_in_one_batch(topology: Topology) ->
     assert all(len(rollout.batches[index].nodes) == 1 for index in managers)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(topologies())
 def test_an_upgrade_waits_for_yellow_between_batches_and_green_after_the_last(
     topology: Topology,
@@ -173,7 +182,7 @@ def test_an_upgrade_waits_for_yellow_between_batches_and_green_after_the_last(
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(topologies(max_nodes=60))
 def test_a_scale_in_removes_cluster_manager_eligible_nodes_one_at_a_time(
     topology: Topology,
