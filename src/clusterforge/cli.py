@@ -139,6 +139,7 @@ def render_to_directory(
 ) -> list[Path]:
     """Write every host's files under ``out/<host>/``; returns the paths written."""
     from clusterforge.plan import build_plan, host_files
+    from clusterforge.rollout import describe_rollout
 
     reader = InventoryReader(inventory, vault_password_file=vault_password_file)
     nodes = reader.hosts_vars(group)
@@ -155,6 +156,12 @@ def render_to_directory(
     )
     for warning in plan["model_warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
+    # The batches a rolling restart would take, for review without hosts (docs/zones.md).
+    for line in describe_rollout(plan["rollout"]["batches"]):
+        print(line)
+    if plan["rollout"]["scale_in"]:
+        for line in describe_rollout(plan["rollout"]["scale_in"], title="scale-in"):
+            print(line)
     written = []
     for host, files in host_files(plan).items():
         for name, content in files.items():

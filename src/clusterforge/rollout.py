@@ -28,7 +28,7 @@ guide says to go on in that state). A scale-in drains each batch instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -286,3 +286,35 @@ def _zone_groups(subject: list[TopologyNode], elected: str | None, budget: int) 
     if last is not None:
         groups.append(((last.name,), BatchKind.ELECTED_CLUSTER_MANAGER, last.zone))
     return groups
+
+
+_KIND_LABELS = {
+    BatchKind.NODE: "node",
+    BatchKind.ZONE: "zone",
+    BatchKind.CLUSTER_MANAGER: "cluster manager",
+    BatchKind.ELECTED_CLUSTER_MANAGER: "elected cluster manager",
+}
+
+
+def describe_rollout(rollout: Mapping[str, Any], *, title: str = "rollout") -> list[str]:
+    """A :meth:`Rollout.as_dict` as lines a reviewer reads (``scripts/render``)."""
+    batches = rollout["batches"]
+    operation = str(rollout["operation"]).replace("_", " ")
+    lines = [
+        f"{title}: {operation} in {len(batches)} batch(es), "
+        f"opensearch_rolling_batch: {rollout['batch_mode']}",
+        f"  before each batch: {'; '.join(rollout['before_batch'])}",
+        f"  after each batch: {'; '.join(rollout['after_batch'])}; then its wait",
+    ]
+    lines.extend(f"  note: {note}" for note in rollout["notes"])
+    width = len(str(len(batches)))
+    for number, batch in enumerate(batches, start=1):
+        label = _KIND_LABELS[BatchKind(batch["kind"])]
+        where = f" {batch['zone']}" if batch["zone"] and batch["kind"] == BatchKind.ZONE else ""
+        zone = f" (zone {batch['zone']})" if batch["zone"] and not where else ""
+        count = f", {len(batch['nodes'])} nodes" if len(batch["nodes"]) > 1 else ""
+        lines.append(
+            f"  {number:>{width}}. {label}{where}{zone}{count}, then {batch['wait_for']}: "
+            f"{', '.join(batch['nodes'])}"
+        )
+    return lines
