@@ -133,9 +133,7 @@ def test_node_mode_keeps_the_one_at_a_time_order_of_the_inventory(topology: Topo
     rollout = plan_batches(node_mode)
     assert all(len(batch.nodes) == 1 for batch in rollout.batches)
     names = [node.name for node in topology.nodes]
-    assert rollout.order == [name for name in names if name != rollout.elected] + [
-        rollout.elected
-    ]
+    assert rollout.order == [name for name in names if name != rollout.elected] + [rollout.elected]
 
 
 @settings(max_examples=60, deadline=None)

@@ -41,7 +41,6 @@ from clusterforge.console import (
 )
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.model import (
-    CLUSTER_MANAGER_ROLES,
     PREDEFINED_USER_NAMES,
     Cluster,
     Node,
@@ -58,7 +57,6 @@ from clusterforge.orders_search import (
 )
 from clusterforge.pki import CA_PASSPHRASE_ENV
 from clusterforge.plugins import fetch_plugin, fetch_security_plugin
-from clusterforge.rollout import Operation, Topology, TopologyNode, plan_batches
 from clusterforge.render import (
     ADMIN_CERT_FILE,
     ADMIN_KEY_FILE,
@@ -67,6 +65,13 @@ from clusterforge.render import (
     NODE_KEY_FILE,
     NODE_TLS_LINK,
     render_node_files,
+)
+from clusterforge.rollout import (
+    CLUSTER_MANAGER_ROLES,
+    Operation,
+    Topology,
+    TopologyNode,
+    plan_batches,
 )
 from clusterforge.services_plan import plan_services, service_hosts_variables
 from clusterforge.snapshots import plan_snapshots
