@@ -192,6 +192,17 @@ def test_a_scale_in_is_planned_for_the_nodes_marked_absent() -> None:
     assert any("allocation.exclude._name" in step for step in scale_in["before_batch"])
 
 
+def test_a_leaving_elected_manager_goes_last_of_the_scale_in() -> None:
+    nodes = three_zones()
+    for index in (3, 4):  # os-4 (zone b's manager, elected) and os-5
+        nodes[index][1]["opensearch_node_state"] = "absent"
+    nodes.append(node(10, "b", MANAGER))
+    observed = {name: running("os-4") for name, _ in nodes}
+    rollout = plan_rollout(build_cluster(nodes), observed)
+    assert [batch["nodes"] for batch in rollout["scale_in"]["batches"]] == [["os-5"], ["os-4"]]
+    assert rollout["scale_in"]["elected_observed"] is True
+
+
 def test_the_zones_example_validates_and_render_prints_its_batches(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

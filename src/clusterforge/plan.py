@@ -309,8 +309,14 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         != cluster.security_mode
         for node in cluster.nodes
     )
+    # A node on its way out may be the elected one: the scale-in then moves it last.
     elected = next(
-        (node.inventory_name for node in cluster.nodes if node.name in manager_names), None
+        (
+            node.inventory_name
+            for node in (*cluster.nodes, *cluster.removed_nodes)
+            if node.name in manager_names
+        ),
+        None,
     )
     upgrading = any(node["upgrade"] for node in nodes.values())
     batches = plan_batches(

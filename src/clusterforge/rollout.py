@@ -200,8 +200,9 @@ def plan_batches(
         notes.append(_UPGRADE_NOTE)
     if not observed and elected is not None:
         notes.append(
-            f"no running node reported the elected cluster manager; {elected} (the last "
-            "cluster-manager-eligible node of the inventory) is assumed and goes last"
+            "no running node reported an elected cluster manager among these nodes; "
+            f"{elected} (the last cluster-manager-eligible node of the inventory) is "
+            "assumed and goes last"
         )
     before, after = _STEPS[operation]
     return Rollout(
