@@ -5,7 +5,8 @@
 calls the same :func:`clusterforge.plan.build_plan` as the ``clusterforge_plan`` action:
 the certificates are issued or reused in the inventory's PKI directory as the playbook
 does, so ``plugins.security.nodes_dn`` comes from them. Secrets are left out of what it
-writes: no private key, no password, no password hash.
+writes: no private key, no password, no password hash. It also prints the batches a
+rolling restart would take (docs/zones.md), for review without any host.
 """
 
 from __future__ import annotations
