@@ -74,12 +74,21 @@ def test_no_cluster_manager_eligible_node_is_refused() -> None:
 
 def test_an_even_number_of_cluster_managers_is_a_warning() -> None:
     nodes = three_nodes()
+    nodes.append(("os-4", {**nodes[0][1], "ansible_host": "10.0.0.4"}))
+    cluster = build_cluster(nodes)
+    [warning] = cluster.warnings
+    assert warning.startswith("4 cluster-manager-eligible nodes is an even number")
+
+
+def test_exactly_two_cluster_managers_are_refused_naming_both_fixes() -> None:
+    # Issue 35: two tolerate no failure at all, so the plan refuses them outright.
+    nodes = three_nodes()
     nodes[2][1]["opensearch_node_roles"] = ["data"]
     nodes.append(("os-4", {**nodes[0][1], "ansible_host": "10.0.0.4"}))
     nodes[3][1]["opensearch_node_roles"] = ["data"]
-    cluster = build_cluster(nodes)
-    [warning] = cluster.warnings
-    assert warning.startswith("2 cluster-manager-eligible nodes is an even number")
+    [problem] = problems_of(nodes)
+    assert problem.startswith("exactly two cluster-manager-eligible nodes (os-1, os-2)")
+    assert "a third node" in problem and "opensearch_node_roles: [data, ingest]" in problem
 
 
 @pytest.mark.parametrize(

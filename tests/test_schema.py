@@ -525,8 +525,10 @@ BAD_INVENTORIES: list[tuple[str, Callable[[], Nodes], str, str]] = [
     ),
     (
         "no-close-match",
-        everywhere(opensearch_frobnicate=1),
-        "opensearch_frobnicate",
+        # Long enough to resemble no variable: the short opensearch_zone is near the
+        # bare opensearch_frobnicate.
+        everywhere(opensearch_frobnicate_widgets=1),
+        "opensearch_frobnicate_widgets",
         "is not a variable; remove it",
     ),
     (

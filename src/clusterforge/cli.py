@@ -5,7 +5,8 @@
 calls the same :func:`clusterforge.plan.build_plan` as the ``clusterforge_plan`` action:
 the certificates are issued or reused in the inventory's PKI directory as the playbook
 does, so ``plugins.security.nodes_dn`` comes from them. Secrets are left out of what it
-writes: no private key, no password, no password hash.
+writes: no private key, no password, no password hash. It also prints the batches a
+rolling restart would take (docs/zones.md), for review without any host.
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ def render_to_directory(
 ) -> list[Path]:
     """Write every host's files under ``out/<host>/``; returns the paths written."""
     from clusterforge.plan import build_plan, host_files
+    from clusterforge.rollout import describe_rollout
 
     reader = InventoryReader(inventory, vault_password_file=vault_password_file)
     nodes = reader.hosts_vars(group)
@@ -155,6 +157,12 @@ def render_to_directory(
     )
     for warning in plan["model_warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
+    # The batches a rolling restart would take, for review without hosts (docs/zones.md).
+    for line in describe_rollout(plan["rollout"]["batches"]):
+        print(line)
+    if plan["rollout"]["scale_in"]:
+        for line in describe_rollout(plan["rollout"]["scale_in"], title="scale-in"):
+            print(line)
     written = []
     for host, files in host_files(plan).items():
         for name, content in files.items():

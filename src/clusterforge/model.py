@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterforge.errors import InventoryError
+from clusterforge.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
 from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
 
 SECURITY_MODES = ("open", "tls", "basic")
@@ -25,7 +26,6 @@ SECURED_MODES = frozenset({"tls", "basic"})
 PREDEFINED_USER_NAMES = ("admin", "kibanaserver", "logstash", "kibana")
 SUBJECT_FIELDS = frozenset({"organizational_unit", "organization", "locality", "state", "country"})
 DISTRIBUTION_SOURCES = ("maven", "tarball", "file")
-CLUSTER_MANAGER_ROLES = frozenset({"cluster_manager", "master"})
 KNOWN_NODE_ROLES = frozenset(
     {"cluster_manager", "master", "data", "ingest", "remote_cluster_client", "search", "ml"}
 )
@@ -45,6 +45,7 @@ MANAGED_SETTING_PREFIXES = (
     "path.",
     "http.cors.",
     "plugins.security.",
+    "cluster.routing.allocation.awareness.",
 )
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
@@ -96,6 +97,7 @@ class Node:
     publish_host: str
     extra_sans: tuple[str, ...] = ()
     ansible_host: str | None = None
+    zone: str | None = None
 
     @property
     def subject_alt_names(self) -> tuple[str, ...]:
@@ -181,6 +183,13 @@ class Cluster:
     # every other field (seed hosts, node count, nodes_dn) concerns the present nodes only.
     removed_nodes: tuple[Node, ...] = field(default=())
     cors_allow_credentials: bool = True
+    zone_forced: bool = False
+    rolling_batch: str = "node"
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """The zones of the present nodes, sorted; empty when zones are not used."""
+        return tuple(sorted({node.zone for node in self.nodes if node.zone}))
 
     @property
     def version(self) -> str:
@@ -380,6 +389,9 @@ def _build_node(
         publish_host=str(publish_host),
         extra_sans=tuple(str(san) for san in extra_sans),
         ansible_host=str(host_vars["ansible_host"]) if host_vars.get("ansible_host") else None,
+        zone=str(host_vars["opensearch_zone"])
+        if host_vars.get("opensearch_zone") and "opensearch_zone" not in bad
+        else None,
     )
 
 
@@ -515,6 +527,8 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         node = _build_node(name, host_vars, host_bad, problems)
         if node:
             nodes.append(node)
+    # A host left out for another problem must not raise a second, misleading one.
+    unbuilt = len(nodes) < len(nodes_vars)
     _check_uniqueness(nodes, problems)
     absent = {
         name for name, host_vars in nodes_vars if host_vars.get("opensearch_node_state") == "absent"
@@ -532,11 +546,22 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
             "no node is cluster-manager-eligible; add cluster_manager to "
             "opensearch_node_roles of one or three nodes"
         )
+    elif len(eligible) == 2 and not roles_bad and not unbuilt:
+        problems.error(
+            f"exactly two cluster-manager-eligible nodes ({eligible[0].inventory_name}, "
+            f"{eligible[1].inventory_name}): the cluster survives the loss of neither; add "
+            "cluster_manager to opensearch_node_roles of a third node, or make one of them "
+            "data-only (opensearch_node_roles: [data, ingest])"
+        )
     elif len(eligible) % 2 == 0 and eligible:
         problems.warn(
             f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
             "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
         )
+
+    zone_forced = bool(value("opensearch_zone_forced"))
+    rolling_batch = str(value("opensearch_rolling_batch"))
+    _check_topology(nodes, zone_forced=zone_forced, rolling_batch=rolling_batch, problems=problems)
 
     if problems.errors:
         raise InventoryError(problems.errors)
@@ -566,7 +591,69 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         security=security,
         plugins=plugins,
         warnings=tuple(problems.warnings),
+        zone_forced=zone_forced,
+        rolling_batch=rolling_batch,
     )
+
+
+def _hosts(nodes: Sequence[Node], most: int = 8) -> str:
+    """Hosts for a message: a 60-node inventory names a few and counts the rest."""
+    names = [node.inventory_name for node in nodes]
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
+def _check_topology(
+    nodes: Sequence[Node], *, zone_forced: bool, rolling_batch: str, problems: _Problems
+) -> None:
+    """Zones on every present node or none, forced awareness only over zones that can
+    hold copies, cluster managers that survive the loss of any one of three or more
+    zones, and zone batches only where there are zones to batch by (docs/zones.md)."""
+    zoned = [node for node in nodes if node.zone]
+    unzoned = [node for node in nodes if not node.zone]
+    if zoned and unzoned:
+        problems.error(
+            f"opensearch_zone is set on {len(zoned)} of {len(nodes)} nodes; "
+            f"{_hosts(unzoned)} have none: the engine would place copies by zone among "
+            "some nodes only; set opensearch_zone on every node of the group 'opensearch' "
+            "(e.g. in group_vars of a group per zone), or on none"
+        )
+    zones: dict[str, list[Node]] = {}
+    for node in zoned:
+        zones.setdefault(str(node.zone), []).append(node)
+    if zone_forced and not zones:
+        problems.error(
+            "opensearch_zone_forced is true but no node has opensearch_zone; set "
+            "opensearch_zone on every node, or set opensearch_zone_forced: false"
+        )
+    for zone, members in sorted(zones.items()):
+        if zone_forced and not any("data" in node.roles for node in members):
+            problems.error(
+                f"opensearch_zone_forced is true and zone {zone!r} ({_hosts(members)}) holds "
+                "no data node: its share of the copies could never be assigned and the "
+                "cluster would stay yellow; add a data node to that zone, move its nodes "
+                "into another zone, or set opensearch_zone_forced: false"
+            )
+    eligible = [node for node in nodes if node.cluster_manager_eligible]
+    budget = cluster_managers_down_budget(len(eligible))
+    if len(zones) >= 3 and eligible:
+        for zone, members in sorted(zones.items()):
+            managers = [node for node in members if node.cluster_manager_eligible]
+            if len(managers) > budget:
+                problems.error(
+                    f"zone {zone!r} holds {len(managers)} of the {len(eligible)} "
+                    "cluster-manager-eligible nodes: with that zone down the rest cannot "
+                    "elect a cluster manager; spread them across the zones, e.g. one "
+                    "dedicated cluster manager (opensearch_node_roles: [cluster_manager]) "
+                    f"in each of three of the {len(zones)} zones"
+                )
+    if rolling_batch == "zone" and len(zones) < 2:
+        where = f"the one zone {next(iter(zones))!r}" if zones else "no zone"
+        problems.error(
+            f"opensearch_rolling_batch is zone but the nodes have {where}: a zone batch "
+            "would take every data node down at once; give the nodes two or more zones "
+            "(opensearch_zone), or set opensearch_rolling_batch: node"
+        )
 
 
 def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:

@@ -42,9 +42,9 @@ from clusterforge.console import (
 )
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.model import (
-    CLUSTER_MANAGER_ROLES,
     PREDEFINED_USER_NAMES,
     Cluster,
+    Node,
     build_cluster,
     heap_megabytes,
     plain_data,
@@ -68,6 +68,13 @@ from clusterforge.render import (
     NODE_KEY_FILE,
     NODE_TLS_LINK,
     render_node_files,
+)
+from clusterforge.rollout import (
+    CLUSTER_MANAGER_ROLES,
+    Operation,
+    Topology,
+    TopologyNode,
+    plan_batches,
 )
 from clusterforge.services_plan import plan_services, service_hosts_variables
 from clusterforge.snapshots import plan_snapshots
@@ -254,7 +261,8 @@ def memory_megabytes(meminfo: str | None) -> int | None:
 
 def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """What the nodes report decides the rollout: first start, a mode switch, upgrades,
-    the restart order (the elected cluster manager last), and a downgrade refused.
+    the batches and restart order (:mod:`clusterforge.rollout`: the elected cluster
+    manager last), the batches of a scale-in, and a downgrade refused.
 
     ``observed`` maps inventory names to what a read-only look at each node found
     (playbooks/plan.yml): ``version`` (what ``GET /`` answered, or None), ``active``
@@ -304,11 +312,28 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         != cluster.security_mode
         for node in cluster.nodes
     )
-    manager = next(
-        (node.inventory_name for node in cluster.nodes if node.name in manager_names),
-        cluster.nodes[-1].inventory_name,
+    # A node on its way out may be the elected one: the scale-in then moves it last.
+    elected = next(
+        (
+            node.inventory_name
+            for node in (*cluster.nodes, *cluster.removed_nodes)
+            if node.name in manager_names
+        ),
+        None,
     )
-    order = [node.inventory_name for node in cluster.nodes if node.inventory_name != manager]
+    upgrading = any(node["upgrade"] for node in nodes.values())
+    batches = plan_batches(
+        _topology(cluster, cluster.nodes, elected),
+        Operation.UPGRADE if upgrading else Operation.RESTART,
+    )
+    scale_in = None
+    if cluster.removed_nodes:
+        # The cluster still counts the leaving nodes: they are in the quorum's budget.
+        scale_in = plan_batches(
+            _topology(cluster, (*cluster.nodes, *cluster.removed_nodes), elected),
+            Operation.SCALE_IN,
+            [node.inventory_name for node in cluster.removed_nodes],
+        ).as_dict()
     return {
         # Any node's marker means the cluster exists: new nodes then join it and never
         # carry cluster.initial_cluster_manager_nodes.
@@ -318,9 +343,25 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         # Nodes with and without transport TLS cannot talk to each other, so a mode switch
         # restarts every node at once (a full cluster restart), never one at a time.
         "mode_switch": mode_switch,
-        "restart_order": [*order, manager],
+        # One node at a time in the batches' order (docs/zones.md): what
+        # playbooks/rolling.yml runs until it executes whole batches.
+        "restart_order": batches.order,
+        "batch_mode": cluster.rolling_batch,
+        "batches": batches.as_dict(),
+        "scale_in": scale_in,
         "nodes": nodes,
     }
+
+
+def _topology(cluster: Cluster, nodes: Sequence[Node], elected: str | None) -> Topology:
+    return Topology(
+        nodes=tuple(
+            TopologyNode(name=node.inventory_name, roles=frozenset(node.roles), zone=node.zone)
+            for node in nodes
+        ),
+        batch_mode=cluster.rolling_batch,
+        elected=elected,
+    )
 
 
 # What ``security`` holds when the caller asked for no security files: a role that reads

@@ -92,6 +92,20 @@ def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> d
     return settings
 
 
+def zone_settings(cluster: Cluster, node: Node) -> dict[str, Any]:
+    """The node's zone and shard allocation awareness (docs/zones.md): the engine then
+    keeps a shard's copies in different zones, so one zone down leaves a copy of each."""
+    if not node.zone:
+        return {}
+    settings: dict[str, Any] = {
+        "node.attr.zone": node.zone,
+        "cluster.routing.allocation.awareness.attributes": "zone",
+    }
+    if cluster.zone_forced:
+        settings["cluster.routing.allocation.awareness.force.zone.values"] = list(cluster.zones)
+    return settings
+
+
 def opensearch_settings(
     cluster: Cluster, node: Node, *, first_start: bool, pki: ClusterPki | None = None
 ) -> dict[str, Any]:
@@ -117,6 +131,7 @@ def opensearch_settings(
         "path.logs": cluster.log_path,
         "path.repo": [cluster.repo_path],
     }
+    settings.update(zone_settings(cluster, node))
     if first_start:
         settings["cluster.initial_cluster_manager_nodes"] = [
             peer.name for peer in cluster.nodes if peer.cluster_manager_eligible
