@@ -15,6 +15,8 @@ clusterforge_api's arguments (the CA, the admin user), so no other client is inv
 Arguments:
   config: the plan's ``cluster_config`` section: ``objects`` by kind variable, ``prune``,
     and ``keep``, the toolkit's own objects by kind variable (never pruned).
+  kinds: the kind variables to visit (default: the plan's ``kinds``). site.yml visits one
+    kind per task, so a run's recap counts each kind it changed.
 
 Returns ``changes``: a list of {kind, name, action}, and ``changed`` when it is not empty.
 """
@@ -42,7 +44,7 @@ DATA_STREAMS_PATH = "/_data_stream"
 
 
 class ActionModule(ApiActionModule):  # type: ignore[misc]
-    _VALID_ARGS = frozenset({"config"})
+    _VALID_ARGS = frozenset({"config", "kinds"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
@@ -51,14 +53,18 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         objects: dict[str, dict[str, Any]] = config.get("objects") or {}
         prune = bool(config.get("prune", False))
         keep_by_variable: dict[str, list[str]] = config.get("keep") or {}
+        visit = set(self._task.args.get("kinds") or config.get("kinds") or [])
+        unknown = visit - {kind.variable for kind in KINDS}
+        if unknown:
+            raise AnsibleActionFail(f"clusterforge_cluster_config: unknown kinds {sorted(unknown)}")
         planned: list[tuple[Kind, Change]] = []
         with self._even_in_check_mode():  # reads: a preview needs their answers
-            if prune:
+            if prune and INDEX_TEMPLATES.variable in visit:
                 keep_by_variable = self._with_data_stream_templates(task_vars, keep_by_variable)
             for kind in KINDS:
-                declared = objects.get(kind.variable) or {}
-                if not declared and not prune:
+                if kind.variable not in visit:
                     continue
+                declared = objects.get(kind.variable) or {}
                 answer = self._read(task_vars, kind)
                 keep = frozenset(keep_by_variable.get(kind.variable) or [])
                 found = changes_for(kind, declared, answer, prune=prune, keep=keep)

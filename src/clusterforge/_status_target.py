@@ -120,8 +120,13 @@ def _read_secret(path: Path) -> str:
         raise StatusConfigError(f"cannot read the admin password file {path}: {error}") from error
 
 
-def load_inventory(inventory: Path, vault_password_file: Path | None) -> Target:
-    """The target an Ansible inventory describes, read the way a playbook run reads it."""
+def load_inventory(
+    inventory: Path,
+    vault_password_file: Path | None,
+    extra_vars: Mapping[str, Any] | None = None,
+) -> Target:
+    """The target an Ansible inventory describes, read the way a playbook run reads it,
+    ``extra_vars`` on top (``-e``: a password changed by a run's extra vars, say)."""
     # Imported here so a refactor of these modules elsewhere is a one-line change.
     from clusterforge.cli import select_model_vars
     from clusterforge.cluster_pki import resolve_pki_dir
@@ -132,6 +137,7 @@ def load_inventory(inventory: Path, vault_password_file: Path | None) -> Target:
         inventory,
         vault_password_file,
         ("opensearch", "dashboards", *(group for _, group in _INVENTORY_SERVICES)),
+        extra_vars or {},
     )
     opensearch_hosts = groups["opensearch"]
     cluster = build_cluster([(name, select_model_vars(hv)) for name, hv in opensearch_hosts])
@@ -210,15 +216,21 @@ def _select_status_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _read_inventory_groups(
-    inventory: Path, vault_password_file: Path | None, groups: tuple[str, ...]
+    inventory: Path,
+    vault_password_file: Path | None,
+    groups: tuple[str, ...],
+    extra_vars: Mapping[str, Any],
 ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """(host, templated variables) per group, vault included, read as ``scripts/render``
-    reads them."""
+    reads them, ``extra_vars`` on top."""
     from clusterforge.cli import InventoryReader, InventoryReadError
+
+    def select(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+        return _select_status_vars({**host_vars, **extra_vars})
 
     try:
         reader = InventoryReader(inventory, vault_password_file=vault_password_file)
-        result = {group: reader.hosts_vars(group, _select_status_vars) for group in groups}
+        result = {group: reader.hosts_vars(group, select) for group in groups}
     except InventoryReadError as error:
         hint = " (pass --vault-password-file FILE)" if "vault" in str(error).lower() else ""
         raise StatusConfigError(f"cannot read the inventory {inventory}: {error}{hint}") from error

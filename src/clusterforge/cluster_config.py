@@ -284,13 +284,25 @@ class ClusterConfig:
 
     @property
     def declares_anything(self) -> bool:
-        return self.prune or any(self.objects.values())
+        return bool(self.kinds_to_visit)
+
+    @property
+    def kinds_to_visit(self) -> list[str]:
+        """The variables of the kinds a run reads and writes, in the order they are
+        applied: those declared, or with prune every kind but the settings (a setting the
+        inventory leaves out keeps its value: pruning one would reset it)."""
+        return [
+            kind.variable
+            for kind in KINDS
+            if self.objects.get(kind.variable) or (self.prune and kind is not CLUSTER_SETTINGS)
+        ]
 
     def as_plan(self) -> dict[str, Any]:
         return {
             "objects": {kind: dict(objects) for kind, objects in self.objects.items()},
             "prune": self.prune,
             "keep": {kind: list(names) for kind, names in self.keep.items()},
+            "kinds": self.kinds_to_visit,
             "declares_anything": self.declares_anything,
         }
 

@@ -201,7 +201,9 @@ def render_table(report: dict[str, Any]) -> str:
 
 def _target(args: argparse.Namespace) -> Target:
     if args.inventory is not None:
-        return load_inventory(args.inventory, args.vault_password_file)
+        return load_inventory(
+            args.inventory, args.vault_password_file, parse_extra_vars(args.extra_vars)
+        )
     lab_json = args.lab_json or DEFAULT_LAB_JSON
     if args.lab_json is None and not lab_json.exists():
         raise _UsageError(
