@@ -461,7 +461,7 @@ def write_vaulted_inventory(root: Path, vault_password: str) -> Path:
         "all:\n  children:\n"
         "    opensearch:\n      hosts:\n"
         "        search-1: {ansible_host: 127.0.0.11}\n"
-        "        search-2: {ansible_host: 127.0.0.12}\n"
+        "        search-2: {ansible_host: 127.0.0.12, opensearch_node_roles: [data, ingest]}\n"
         "    user_directory:\n      hosts:\n"
         "        app-1: {ansible_host: 127.0.0.21, user_directory_host: 0.0.0.0}\n"
         "    order_service:\n      hosts:\n"
