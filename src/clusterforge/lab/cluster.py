@@ -19,7 +19,6 @@ import json
 import os
 import re
 import resource
-import secrets
 import ssl
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import yaml
 
 from clusterforge.console import console_defaults
 from clusterforge.errors import LabError
+from clusterforge.generated_secrets import read_or_generate, url_safe
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
@@ -62,7 +62,11 @@ LAB_PLUGINS = (
 # with lookups, so no secret is written twice or passed on a command line.
 SECURITY_SECRETS = ("admin", "kibanaserver", "logstash", "kibana")
 USER_DIRECTORY_TOKEN = "user_directory_token"  # noqa: S105 (a file name, not a token)
-LAB_SECRETS = ("ca_passphrase", *SECURITY_SECRETS, USER_DIRECTORY_TOKEN)
+ORDER_SERVICE_TOKEN = "order_service_auth_token"  # noqa: S105 (a file name, not a token)
+LAB_SECRETS = ("ca_passphrase", *SECURITY_SECRETS, USER_DIRECTORY_TOKEN, ORDER_SERVICE_TOKEN)
+# 18 random bytes (24 characters): what the lab has always generated, so a lab made
+# before keeps its values and a new one gets the same kind.
+LAB_SECRET_BYTES = 18
 SNAPSHOT_REPOSITORY = "clusterforge-lab"
 # The apps container runs both services (services.yml) against the lab's cluster, on an
 # address of its own so that its ports never meet a node's.
@@ -144,15 +148,9 @@ class Lab:
         return self.secrets_dir / name
 
     def _ensure_secrets(self) -> None:
-        self.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.secrets_dir.chmod(0o700)
         for name in LAB_SECRETS:
-            path = self.secret_file(name)
-            if not path.exists():
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(descriptor, "w") as stream:
-                    stream.write(secrets.token_urlsafe(18))
-            path.chmod(0o600)
+            # The value is not needed here: the inventory reads each file with a lookup.
+            read_or_generate(self.secret_file(name), generate=url_safe(LAB_SECRET_BYTES))
 
     # -- containers -------------------------------------------------------------------
 
@@ -453,6 +451,8 @@ class Lab:
             "order_service": {
                 "order_service_host": apps.address if apps else "",
                 "order_service_port": ORDERS_PORT,
+                # As the user directory's: lab.json names the 0600 file (orders_token_file).
+                "order_service_auth_tokens": [lookup(ORDER_SERVICE_TOKEN)],
             },
         }
         for group, variables in service_vars.items():
@@ -569,7 +569,11 @@ class Lab:
             if console
             else None,
             **secured,
-            **_service_facts(apps, self.secret_file(USER_DIRECTORY_TOKEN)),
+            **_service_facts(
+                apps,
+                user_directory_token_file=self.secret_file(USER_DIRECTORY_TOKEN),
+                orders_token_file=self.secret_file(ORDER_SERVICE_TOKEN),
+            ),
         }
 
     def prepare(self) -> str:
@@ -677,8 +681,11 @@ class LabClient:
             return json.loads(response.read())
 
 
-def _service_facts(apps: LabNode | None, token_file: Path) -> dict[str, Any]:
-    """lab.json's ``services`` (base URLs) and ``user_directory_token_file``."""
+def _service_facts(
+    apps: LabNode | None, *, user_directory_token_file: Path, orders_token_file: Path
+) -> dict[str, Any]:
+    """lab.json's ``services`` (base URLs) and the 0600 files of their bearer tokens
+    (``user_directory_token_file``, ``orders_token_file``)."""
     if apps is None:
         return {"services": {}}
     return {
@@ -686,7 +693,8 @@ def _service_facts(apps: LabNode | None, token_file: Path) -> dict[str, Any]:
             "user_directory": f"http://{apps.address}:{USER_DIRECTORY_PORT}",
             "orders": f"http://{apps.address}:{ORDERS_PORT}",
         },
-        "user_directory_token_file": str(token_file),
+        "user_directory_token_file": str(user_directory_token_file),
+        "orders_token_file": str(orders_token_file),
     }
 
 
@@ -727,7 +735,10 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
             f"(bearer token in {facts['user_directory_token_file']})"
         )
     if "orders" in services:
-        lines.append(f"service  orders          {services['orders']}/orders")
+        lines.append(
+            f"service  orders          {services['orders']}/orders  "
+            f"(bearer token in {facts['orders_token_file']})"
+        )
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
         f"try      {curl_example(facts)}",
