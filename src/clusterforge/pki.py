@@ -82,8 +82,8 @@ __all__ = [
     "issued_by",
     "load_certificate",
     "load_or_create_ca",
-    "retire_node_certificates",
     "main",
+    "retire_node_certificates",
     "rotate_ca",
     "split_alt_names",
     "subject_dn",
@@ -721,9 +721,7 @@ def retire_node_certificates(
     for key_path in sorted(directory.glob("*-key.pem")):
         name = key_path.name.removesuffix("-key.pem")
         cert_path = directory / f"{name}.pem"
-        if name in keep or not cert_path.is_file() or not _is_node_certificate(
-            cert_path, issuers
-        ):
+        if name in keep or not cert_path.is_file() or not _is_node_certificate(cert_path, issuers):
             continue
         retired_dir = directory / CA_RETIRED_DIR
         retired_dir.mkdir(mode=0o700, exist_ok=True)
