@@ -100,11 +100,11 @@ def test_a_directory_in_place_of_the_secret_is_refused(tmp_path: Path) -> None:
         read_or_generate(path)
 
 
-def test_a_generator_must_give_one_clean_line(tmp_path: Path) -> None:
-    for bad in ("", "two\nlines", " padded"):
-        with pytest.raises(GeneratedSecretError, match="bug"):
-            read_or_generate(tmp_path / "token", generate=lambda bad=bad: bad)
-        assert not (tmp_path / "token").exists()
+@pytest.mark.parametrize("bad", ["", "two\nlines", " padded"])
+def test_a_generator_must_give_one_clean_line(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(GeneratedSecretError, match="bug"):
+        read_or_generate(tmp_path / "token", generate=lambda: bad)
+    assert not (tmp_path / "token").exists()
 
 
 def test_the_generators_give_what_they_promise() -> None:

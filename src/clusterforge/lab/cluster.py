@@ -156,6 +156,9 @@ class Lab:
 
     def _ensure_ssh_key(self) -> None:
         self.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # As generated_secrets does for the other secrets' directories: mkdir leaves an
+        # existing directory's mode as it was.
+        self.ssh_dir.chmod(0o700)
         if not self.key.exists():
             run(
                 [
