@@ -22,16 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 LOOKUP = "clusterforge.stack.clusterforge_generated_secret"
 
 
-def _ansible_lookup(expression: str, tmp_path: Path) -> str:
-    """Evaluate ``expression`` on the control node with ansible, as a play would."""
+def _ansible_lookups(expressions: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Evaluate each expression on the control node with ansible, as a play would."""
     out = tmp_path / "result.json"
     playbook = tmp_path / "play.yml"
+    values = ", ".join(f"'{name}': {expression}" for name, expression in expressions.items())
     playbook.write_text(
         "- hosts: localhost\n"
         "  gather_facts: false\n"
         "  tasks:\n"
         "    - ansible.builtin.copy:\n"
-        f"        content: \"{{{{ {{'value': {expression}}} | to_json }}}}\"\n"
+        f'        content: "{{{{ {{{values}}} | to_json }}}}"\n'
         f"        dest: {out}\n"
         "        mode: '0600'\n"
         "      no_log: true\n"
@@ -56,31 +57,35 @@ def _ansible_lookup(expression: str, tmp_path: Path) -> str:
         capture_output=True,
         timeout=120,
     )
-    value: str = json.loads(out.read_text())["value"]
-    return value
+    result: dict[str, str] = json.loads(out.read_text())
+    return result
 
 
-def test_a_play_generates_once_and_reads_back_the_same_password(tmp_path: Path) -> None:
-    path = tmp_path / "inventory" / ".postgresql" / "order_service.password"
-    expression = f"lookup('{LOOKUP}', '{path}', alphabet='alphanumeric', length=32)"
-    first = _ansible_lookup(expression, tmp_path)
-    assert len(first) == 32 and first.isalnum()
-    assert path.read_text() == first + "\n"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    path.chmod(0o644)
-    assert _ansible_lookup(expression, tmp_path) == first
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-
-
-def test_a_password_file_the_password_lookup_wrote_is_kept(tmp_path: Path) -> None:
+def test_a_play_generates_once_keeps_older_files_and_reads_back_the_same(
+    tmp_path: Path,
+) -> None:
+    new = tmp_path / "inventory" / ".postgresql" / "order_service.password"
     # Inventories deployed before this lookup hold files ansible.builtin.password wrote:
     # the password and a line break. The servers know that password; it must stay.
-    path = tmp_path / ".postgresql" / "user_directory.password"
-    path.parent.mkdir()
-    path.write_text("Abc123fromTheOldPasswordLookup0\n")
-    expression = f"lookup('{LOOKUP}', '{path}')"
-    assert _ansible_lookup(expression, tmp_path) == "Abc123fromTheOldPasswordLookup0"
+    old = tmp_path / "inventory" / ".postgresql" / "user_directory.password"
+    old.parent.mkdir(parents=True)
+    old.write_text("Abc123fromTheOldPasswordLookup0\n")
+    old.chmod(0o644)
+    values = _ansible_lookups(
+        {
+            "new": f"lookup('{LOOKUP}', '{new}', alphabet='alphanumeric', length=32)",
+            "again": f"lookup('{LOOKUP}', '{new}')",
+            "old": f"lookup('{LOOKUP}', '{old}')",
+        },
+        tmp_path,
+    )
+    assert len(values["new"]) == 32 and values["new"].isalnum()
+    assert values["again"] == values["new"]
+    assert new.read_text() == values["new"] + "\n"
+    assert values["old"] == "Abc123fromTheOldPasswordLookup0"
+    for path in (new, old):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(new.parent.stat().st_mode) == 0o700
 
 
 def test_bad_options_and_unusable_files_are_refused_naming_the_fix(tmp_path: Path) -> None:

@@ -32,7 +32,9 @@ description:
   - Never rewrites an existing file; remove it to have a new secret generated.
 options:
   _terms:
-    description: Paths of the secrets' files on the control node.
+    description:
+      - Paths of the secrets' files on the control node; a relative one is taken from the
+        playbook's or role's directory, as ansible.builtin.password does.
     required: true
   alphabet:
     description:
