@@ -52,17 +52,14 @@ EXAMPLE_SECRETS = (
 )
 
 
-def _plant(inventory: Path, marker: str) -> list[Path]:
+def _plant(inventory: Path, marker: str) -> None:
     """Write every generated file under ``inventory``, each holding ``marker``."""
-    planted = []
     for relative in GENERATED:
         path = inventory / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         # lab.json stays JSON: a reader that finds it meanwhile gets a readable file.
         text = f'{{"planted": "{marker}"}}' if path.name == "lab.json" else marker
         path.write_text(f"{text} {relative}\n" if text == marker else text + "\n")
-        planted.append(path)
-    return planted
 
 
 def _build(source: Path, out: Path) -> Path:

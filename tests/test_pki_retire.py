@@ -16,6 +16,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from clusterforge.cluster_pki import ensure_cluster_pki
+from clusterforge.lab.cluster import Lab, LabNode
 from clusterforge.model import build_cluster
 from clusterforge.pki import (
     CA_RETIRED_DIR,
@@ -166,3 +167,20 @@ def test_a_users_own_ca_is_named_as_issuer(tmp_path: Path) -> None:
     ) == ["gone-1"]
     assert not (pki_dir / "gone-1-key.pem").exists()
     assert (pki_dir / CA_RETIRED_DIR / "gone-1-20261125T134507Z.pem").is_file()
+
+
+def test_the_lab_retires_the_removed_nodes_right_after_a_shrink(tmp_path: Path) -> None:
+    lab = Lab(repo=tmp_path, lab_dir=tmp_path / "inventories" / "lab")
+    plan_pki(lab.pki_dir, 4)
+    kept = [LabNode(f"opensearch-{index}", f"127.0.0.{10 + index}", 2222) for index in (1, 2, 3)]
+    lab.retire_certificates(kept)
+    assert not (lab.pki_dir / "opensearch-4-key.pem").exists()
+    assert len(list((lab.pki_dir / CA_RETIRED_DIR).glob("opensearch-4-*.pem"))) == 1
+    for node in kept:
+        assert (lab.pki_dir / f"{node.inventory_name}-key.pem").is_file()
+
+
+def test_an_open_lab_has_nothing_to_retire(tmp_path: Path) -> None:
+    lab = Lab(repo=tmp_path, lab_dir=tmp_path / "inventories" / "lab")
+    lab.retire_certificates([])
+    assert not lab.pki_dir.exists()

@@ -36,6 +36,7 @@ from clusterforge.generated_secrets import read_or_generate, url_safe
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
+from clusterforge.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
 from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
@@ -287,6 +288,20 @@ class Lab:
             (state_dir / "sshd.conf").unlink(missing_ok=True)
             if state_dir.is_dir():
                 state_dir.rmdir()
+
+    def retire_certificates(self, kept: list[LabNode]) -> None:
+        """After a shrink: the removed nodes' keys leave the lab's PKI now, not at the next
+        plan (which would retire them too: clusterforge.cluster_pki)."""
+        if not (self.pki_dir / CA_CERT_FILE).is_file():
+            return  # an open lab has no PKI
+        retired = retire_node_certificates(
+            self.pki_dir, keep={node.inventory_name for node in kept}
+        )
+        if retired:
+            say(
+                f"retired the key and certificate of {', '.join(retired)} "
+                f"({self.pki_dir / CA_RETIRED_DIR})"
+            )
 
     def ensure_containers(
         self, network: str, image_tag: str, count: int = NODE_COUNT, *, apps: bool = True
@@ -625,6 +640,7 @@ class Lab:
         if extra:
             self.remove_containers(extra)
             nodes = nodes[:node_count]
+            self.retire_certificates(nodes)
             self.write_inventory(
                 nodes,
                 network=chosen,
