@@ -9,6 +9,7 @@ import yaml
 
 from clusterforge.lab.cluster import (
     APPS_HOST,
+    ORDER_SERVICE_TOKEN,
     ORDERS_PORT,
     USER_DIRECTORY_PORT,
     USER_DIRECTORY_TOKEN,
@@ -57,6 +58,30 @@ def test_the_apps_host_carries_both_services_and_a_token_it_reads_from_a_0600_fi
         assert token not in written.read_text(), written
 
 
+def test_the_order_service_reads_its_own_token_from_a_0600_file(tmp_path: Path) -> None:
+    lab = _lab(tmp_path)
+    lab.write_inventory(NODES, network="loopback", mode="tls", apps=APPS)
+
+    orders = yaml.safe_load((lab.lab_dir / "group_vars" / "order_service.yml").read_text())
+    token_file = lab.secret_file(ORDER_SERVICE_TOKEN)
+    assert token_file == lab.lab_dir / ".secrets" / "order_service_auth_token"
+    token = token_file.read_text().strip()
+    assert len(token) >= 16
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    # A token of its own: knowing the user directory's gives no access to the orders.
+    assert token != lab.secret_file(USER_DIRECTORY_TOKEN).read_text().strip()
+    assert orders["order_service_auth_tokens"] == [
+        "{{ lookup('ansible.builtin.file', '" + str(token_file) + "') }}"
+    ]
+    for written in lab.lab_dir.rglob("*.yml"):
+        assert token not in written.read_text(), written
+
+    # A second scripts/up keeps the token the running service already has.
+    lab.write_inventory(NODES, network="loopback", mode="tls", apps=APPS)
+    assert token_file.read_text().strip() == token
+
+
 def test_no_apps_leaves_the_service_groups_and_their_variables_out(tmp_path: Path) -> None:
     lab = _lab(tmp_path)
     lab.write_inventory(NODES, network="loopback", mode="tls", apps=APPS)
@@ -68,13 +93,16 @@ def test_no_apps_leaves_the_service_groups_and_their_variables_out(tmp_path: Pat
     assert not (lab.lab_dir / "group_vars" / "order_service.yml").exists()
 
 
-def test_lab_json_gives_base_urls_and_the_token_file(tmp_path: Path) -> None:
-    token_file = tmp_path / USER_DIRECTORY_TOKEN
-    assert _service_facts(APPS, token_file) == {
+def test_lab_json_gives_base_urls_and_the_token_files(tmp_path: Path) -> None:
+    user_directory_token = tmp_path / USER_DIRECTORY_TOKEN
+    orders_token = tmp_path / ORDER_SERVICE_TOKEN
+    files = {"user_directory_token_file": user_directory_token, "orders_token_file": orders_token}
+    assert _service_facts(APPS, **files) == {
         "services": {
             "user_directory": f"http://127.0.0.21:{USER_DIRECTORY_PORT}",
             "orders": f"http://127.0.0.21:{ORDERS_PORT}",
         },
-        "user_directory_token_file": str(token_file),
+        "user_directory_token_file": str(user_directory_token),
+        "orders_token_file": str(orders_token),
     }
-    assert _service_facts(None, token_file) == {"services": {}}
+    assert _service_facts(None, **files) == {"services": {}}

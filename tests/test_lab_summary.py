@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from clusterforge.lab.cluster import curl_example
+from clusterforge.lab.cluster import _print_summary, curl_example
 
 
 class _RecordingHandler(http.server.BaseHTTPRequestHandler):
@@ -69,3 +69,40 @@ def test_the_printed_curl_line_authenticates_without_the_password_in_argv(
 def test_open_mode_needs_no_credentials() -> None:
     line = curl_example({"mode": "open", "nodes": [{"url": "http://127.0.0.11:9200"}]})
     assert line == "curl 'http://127.0.0.11:9200/_cat/nodes?v'"
+
+
+def test_the_summary_names_both_services_token_files_but_no_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    user_directory_token = tmp_path / "user_directory_token"
+    orders_token = tmp_path / "order_service_auth_token"
+    facts = {
+        "cluster_name": "clusterforge-lab",
+        "version": "3.3.2",
+        "mode": "open",
+        "network": "loopback",
+        "health": "green",
+        "nodes": [
+            {
+                "name": "opensearch-1",
+                "url": "http://127.0.0.11:9200",
+                "roles": "dim",
+                "cluster_manager": True,
+            }
+        ],
+        "services": {
+            "user_directory": "http://127.0.0.21:8081",
+            "orders": "http://127.0.0.21:8082",
+        },
+        "user_directory_token_file": str(user_directory_token),
+        "orders_token_file": str(orders_token),
+        "changed": 0,
+    }
+    _print_summary(facts, elapsed=1.0, lab_dir=tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    orders = [line for line in lines if line.startswith("service  orders")]
+    directory = [line for line in lines if line.startswith("service  user directory")]
+    assert orders == [
+        f"service  orders          http://127.0.0.21:8082/orders  (bearer token in {orders_token})"
+    ]
+    assert directory and f"(bearer token in {user_directory_token})" in directory[0]

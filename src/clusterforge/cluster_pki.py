@@ -34,6 +34,7 @@ from clusterforge.pki import (
     issued_by,
     load_certificate,
     load_or_create_ca,
+    retire_node_certificates,
     rotate_ca,
     write_ca_bundle,
 )
@@ -63,6 +64,9 @@ class ClusterPki:
     # of them changes, so the role can place them as one directory and swap a link.
     generations: dict[str, str] | None = None
     nodes_dn_pattern: str = ""
+    # Inventory names whose key and certificate this plan retired: they left the group
+    # opensearch (clusterforge.pki.retire_node_certificates).
+    retired: tuple[str, ...] = ()
     # Keys the record that a kept internal-user hash still matches its password
     # (clusterforge.cluster_security); derived from the CA key, so only whoever can issue
     # an admin certificate could compute it. In memory only, never in a repr.
@@ -172,6 +176,15 @@ def ensure_cluster_pki(
         nodes[node.inventory_name] = _described(issued.cert_path, issued.key_path, issued.changed)
         digest = hashlib.sha256(bundle_bytes + issued.cert_path.read_bytes()).hexdigest()
         generations[node.inventory_name] = digest[:16]
+    # A node that left the inventory loses its key here; one marked
+    # opensearch_node_state: absent keeps it until the run that decommissions it is over
+    # and the inventory no longer lists it (docs/security.md).
+    retired = retire_node_certificates(
+        pki_dir,
+        keep={node.inventory_name for node in (*cluster.nodes, *cluster.removed_nodes)}
+        | {ADMIN_FILE_NAME},
+        issuers=[ca.certificate],
+    )
     admin = ensure_admin_certificate(
         ca,
         directory=pki_dir,
@@ -191,6 +204,7 @@ def ensure_cluster_pki(
             _subject(cluster, security.admin_common_name), security.admin_common_name
         ),
         hash_check_key=hash_check_key(ca.private_key),
+        retired=tuple(retired),
     )
 
 

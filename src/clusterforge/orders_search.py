@@ -23,19 +23,16 @@ leave it out.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
-import secrets
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
+from clusterforge.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
 
 if TYPE_CHECKING:
     from clusterforge.model import Cluster
@@ -224,34 +221,17 @@ def generated_password_path(inventory_dir: Path, username: str) -> Path:
 def read_or_generate_password(path: Path) -> str:
     """The password in ``path``; generated there first when the file is missing.
 
-    The directory is 0700 and the file 0600, written whole under a temporary name and
-    linked into place, so a concurrent run never reads half a file, and the first of
-    two concurrent runs wins (the second reads what the first wrote). Never printed.
+    :func:`clusterforge.generated_secrets.read_or_generate` writes it (0600 in a 0700
+    directory, whole or not at all, the first of two concurrent runs wins). Never printed.
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    if not path.exists():
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-                handle.write(secrets.token_urlsafe(PASSWORD_BYTES) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            # Another run may have made it first: then its password is the one.
-            with contextlib.suppress(FileExistsError):
-                os.link(temporary, path)
-        finally:
-            Path(temporary).unlink(missing_ok=True)
-    os.chmod(path, 0o600)
-    password = path.read_text(encoding="ascii").strip()
-    if not password:
-        raise InventoryError(
-            [
-                f"{path} is empty; delete it to have a password generated, or set "
-                f"{PASSWORD_VARIABLE} (vaulted)"
-            ]
+    try:
+        return read_or_generate(
+            path,
+            generate=url_safe(PASSWORD_BYTES),
+            fix=f"or set {PASSWORD_VARIABLE} (vaulted)",
         )
-    return password
+    except GeneratedSecretError as error:
+        raise InventoryError([str(error)]) from None
 
 
 def plan_orders_search(

@@ -41,7 +41,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +83,7 @@ __all__ = [
     "load_certificate",
     "load_or_create_ca",
     "main",
+    "retire_node_certificates",
     "rotate_ca",
     "split_alt_names",
     "subject_dn",
@@ -684,6 +685,63 @@ def rotate_ca(
     _write_rotation_state(directory, "finished")
     write_ca_bundle(directory)
     return f"finish: old CA {previous.subject.rfc4514_string()} retired; its key is deleted"
+
+
+def retire_node_certificates(
+    directory: Path,
+    *,
+    keep: Collection[str],
+    issuers: Sequence[x509.Certificate] = (),
+    now: dt.datetime | None = None,
+) -> list[str]:
+    """Retire the node certificates in ``directory`` of every name not in ``keep``.
+
+    A node certificate is a ``<name>.pem`` with serverAuth (the CA has no extended key
+    usage, the admin certificate clientAuth only) issued by one of ``issuers`` (a user's
+    own CA) or a CA of this directory (current, previous, next, or retired by an earlier
+    rotation); its key is ``<name>-key.pem``. Anything else is left alone.
+    The key is **deleted**: ``plugins.security.nodes_dn`` is a pattern that admits any
+    node name with this cluster's subject fields, so the key of a node that left would
+    still let its holder join the transport layer as a node until the certificate
+    expires. The certificate, which holds no secret, moves to
+    ``retired/<name>-<UTC time>.pem`` (0700 directory) so its serial stays on record.
+    A node that comes back later simply gets a new key and certificate.
+
+    Returns the retired names, sorted.
+    """
+    own_cas = [
+        directory / name for name in (CA_CERT_FILE, CA_PREVIOUS_CERT_FILE, CA_NEXT_CERT_FILE)
+    ]
+    own_cas += sorted((directory / CA_RETIRED_DIR).glob("ca-*.pem"))
+    issuers = [*issuers, *(load_certificate(path) for path in own_cas if path.is_file())]
+    if not issuers:
+        return []
+    stamp = (now or _utcnow()).strftime("%Y%m%dT%H%M%SZ")
+    retired: list[str] = []
+    for key_path in sorted(directory.glob("*-key.pem")):
+        name = key_path.name.removesuffix("-key.pem")
+        cert_path = directory / f"{name}.pem"
+        if name in keep or not cert_path.is_file() or not _is_node_certificate(cert_path, issuers):
+            continue
+        retired_dir = directory / CA_RETIRED_DIR
+        retired_dir.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(retired_dir, 0o700)
+        # The key goes first: a run stopped in between leaves a certificate without its
+        # key, which the next run issues again if the node returns, and nothing secret.
+        key_path.unlink()
+        os.replace(cert_path, retired_dir / f"{name}-{stamp}.pem")
+        retired.append(name)
+    return retired
+
+
+def _is_node_certificate(path: Path, issuers: Sequence[x509.Certificate]) -> bool:
+    try:
+        certificate = load_certificate(path)
+    except PkiError:
+        return False
+    return ExtendedKeyUsageOID.SERVER_AUTH in _extended_key_usages(certificate) and any(
+        _issued_by(certificate, issuer) for issuer in issuers
+    )
 
 
 def _order_message(step: str, state: str) -> str:

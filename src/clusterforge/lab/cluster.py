@@ -19,7 +19,6 @@ import json
 import os
 import re
 import resource
-import secrets
 import ssl
 import subprocess
 import sys
@@ -33,9 +32,11 @@ import yaml
 
 from clusterforge.console import console_defaults
 from clusterforge.errors import LabError
+from clusterforge.generated_secrets import read_or_generate, url_safe
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
+from clusterforge.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
 from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
@@ -62,7 +63,11 @@ LAB_PLUGINS = (
 # with lookups, so no secret is written twice or passed on a command line.
 SECURITY_SECRETS = ("admin", "kibanaserver", "logstash", "kibana")
 USER_DIRECTORY_TOKEN = "user_directory_token"  # noqa: S105 (a file name, not a token)
-LAB_SECRETS = ("ca_passphrase", *SECURITY_SECRETS, USER_DIRECTORY_TOKEN)
+ORDER_SERVICE_TOKEN = "order_service_auth_token"  # noqa: S105 (a file name, not a token)
+LAB_SECRETS = ("ca_passphrase", *SECURITY_SECRETS, USER_DIRECTORY_TOKEN, ORDER_SERVICE_TOKEN)
+# 18 random bytes (24 characters): what the lab has always generated, so a lab made
+# before keeps its values and a new one gets the same kind.
+LAB_SECRET_BYTES = 18
 SNAPSHOT_REPOSITORY = "clusterforge-lab"
 # The apps container runs both services (services.yml) against the lab's cluster, on an
 # address of its own so that its ports never meet a node's.
@@ -144,20 +149,17 @@ class Lab:
         return self.secrets_dir / name
 
     def _ensure_secrets(self) -> None:
-        self.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.secrets_dir.chmod(0o700)
         for name in LAB_SECRETS:
-            path = self.secret_file(name)
-            if not path.exists():
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(descriptor, "w") as stream:
-                    stream.write(secrets.token_urlsafe(18))
-            path.chmod(0o600)
+            # The value is not needed here: the inventory reads each file with a lookup.
+            read_or_generate(self.secret_file(name), generate=url_safe(LAB_SECRET_BYTES))
 
     # -- containers -------------------------------------------------------------------
 
     def _ensure_ssh_key(self) -> None:
         self.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # As generated_secrets does for the other secrets' directories: mkdir leaves an
+        # existing directory's mode as it was.
+        self.ssh_dir.chmod(0o700)
         if not self.key.exists():
             run(
                 [
@@ -286,6 +288,20 @@ class Lab:
             (state_dir / "sshd.conf").unlink(missing_ok=True)
             if state_dir.is_dir():
                 state_dir.rmdir()
+
+    def retire_certificates(self, kept: list[LabNode]) -> None:
+        """After a shrink: the removed nodes' keys leave the lab's PKI now, not at the next
+        plan (which would retire them too: clusterforge.cluster_pki)."""
+        if not (self.pki_dir / CA_CERT_FILE).is_file():
+            return  # an open lab has no PKI
+        retired = retire_node_certificates(
+            self.pki_dir, keep={node.inventory_name for node in kept}
+        )
+        if retired:
+            say(
+                f"retired the key and certificate of {', '.join(retired)} "
+                f"({self.pki_dir / CA_RETIRED_DIR})"
+            )
 
     def ensure_containers(
         self, network: str, image_tag: str, count: int = NODE_COUNT, *, apps: bool = True
@@ -453,6 +469,8 @@ class Lab:
             "order_service": {
                 "order_service_host": apps.address if apps else "",
                 "order_service_port": ORDERS_PORT,
+                # As the user directory's: lab.json names the 0600 file (orders_token_file).
+                "order_service_auth_tokens": [lookup(ORDER_SERVICE_TOKEN)],
             },
         }
         for group, variables in service_vars.items():
@@ -569,7 +587,11 @@ class Lab:
             if console
             else None,
             **secured,
-            **_service_facts(apps, self.secret_file(USER_DIRECTORY_TOKEN)),
+            **_service_facts(
+                apps,
+                user_directory_token_file=self.secret_file(USER_DIRECTORY_TOKEN),
+                orders_token_file=self.secret_file(ORDER_SERVICE_TOKEN),
+            ),
         }
 
     def prepare(self) -> str:
@@ -618,6 +640,7 @@ class Lab:
         if extra:
             self.remove_containers(extra)
             nodes = nodes[:node_count]
+            self.retire_certificates(nodes)
             self.write_inventory(
                 nodes,
                 network=chosen,
@@ -677,8 +700,11 @@ class LabClient:
             return json.loads(response.read())
 
 
-def _service_facts(apps: LabNode | None, token_file: Path) -> dict[str, Any]:
-    """lab.json's ``services`` (base URLs) and ``user_directory_token_file``."""
+def _service_facts(
+    apps: LabNode | None, *, user_directory_token_file: Path, orders_token_file: Path
+) -> dict[str, Any]:
+    """lab.json's ``services`` (base URLs) and the 0600 files of their bearer tokens
+    (``user_directory_token_file``, ``orders_token_file``)."""
     if apps is None:
         return {"services": {}}
     return {
@@ -686,7 +712,8 @@ def _service_facts(apps: LabNode | None, token_file: Path) -> dict[str, Any]:
             "user_directory": f"http://{apps.address}:{USER_DIRECTORY_PORT}",
             "orders": f"http://{apps.address}:{ORDERS_PORT}",
         },
-        "user_directory_token_file": str(token_file),
+        "user_directory_token_file": str(user_directory_token_file),
+        "orders_token_file": str(orders_token_file),
     }
 
 
@@ -727,7 +754,10 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
             f"(bearer token in {facts['user_directory_token_file']})"
         )
     if "orders" in services:
-        lines.append(f"service  orders          {services['orders']}/orders")
+        lines.append(
+            f"service  orders          {services['orders']}/orders  "
+            f"(bearer token in {facts['orders_token_file']})"
+        )
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
         f"try      {curl_example(facts)}",

@@ -1,0 +1,171 @@
+"""The collection tarball ships the toolkit and the example inventory, never a secret.
+
+Users keep their inventory inside the checkout (README: inventories/<yours>) and build
+the collection from it; the toolkit writes keys, passwords and tokens beside each
+inventory. These tests put every kind of generated file where the toolkit would, build
+the tarball with ansible-galaxy as a user does, and read what it holds: names and
+contents.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "inventories" / "example"
+GALAXY = Path(sys.executable).parent / "ansible-galaxy"
+
+# Every file the toolkit (or the lab) writes beside an inventory, relative to it.
+GENERATED = (
+    ".pki/ca-key.pem",
+    ".pki/ca.pem",
+    ".pki/search-1-key.pem",
+    ".pki/admin-key.pem",
+    ".pki/ca-rotation.json",
+    ".pki/retired/opensearch-4-20261125T000000Z.pem",
+    ".secrets/admin",
+    ".secrets/ca_passphrase",
+    ".secrets/user_directory_token",
+    ".secrets/order_service_auth_token",
+    ".opensearch/orders-writer.password",
+    ".postgresql/order_service.password",
+    ".postgresql/user_directory.password",
+    ".ssh/id_ed25519",
+    ".ssh/known_hosts",
+    ".snapshots/indices/Xy3/0/snap-1.dat",
+    ".state/opensearch-1/sshd.conf",
+    "lab.json",
+    "group_vars/opensearch/extra.password",
+)
+EXAMPLE_SECRETS = (
+    "EXAMPLE-ONLY-vault-password.txt",
+    "group_vars/opensearch/vault.yml",
+    "group_vars/user_directory/vault.yml",
+)
+
+
+def _plant(inventory: Path, marker: str) -> None:
+    """Write every generated file under ``inventory``, each holding ``marker``."""
+    for relative in GENERATED:
+        path = inventory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # lab.json stays JSON: a reader that finds it meanwhile gets a readable file.
+        text = f'{{"planted": "{marker}"}}' if path.name == "lab.json" else marker
+        path.write_text(f"{text} {relative}\n" if text == marker else text + "\n")
+
+
+def _build(source: Path, out: Path) -> Path:
+    completed = subprocess.run(
+        [str(GALAXY), "collection", "build", "--output-path", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    (tarball,) = out.glob("clusterforge-stack-*.tar.gz")
+    return tarball
+
+
+def _contents(tarball: Path) -> dict[str, bytes]:
+    with tarfile.open(tarball) as archive:
+        return {
+            member.name: extracted.read()
+            for member in archive.getmembers()
+            if member.isfile() and (extracted := archive.extractfile(member)) is not None
+        }
+
+
+def _assert_nothing_generated(contents: dict[str, bytes], marker: str) -> None:
+    for name, data in contents.items():
+        parts = PurePosixPath(name).parts
+        assert not any(part.startswith(".") for part in parts), name
+        assert not name.endswith(".password"), name
+        assert parts[-1] != "lab.json", name
+        if parts[0] == "inventories":
+            assert parts[1] == "example", name
+        assert marker.encode() not in data, f"{name} holds a planted secret"
+    shipped = set(contents)
+    for relative in EXAMPLE_SECRETS:
+        assert f"inventories/example/{relative}" not in shipped
+    # The example itself ships: it is how a user starts an inventory.
+    for relative in ("hosts.yml", "group_vars/opensearch/vars.yml", "host_vars/search-1.yml"):
+        assert f"inventories/example/{relative}" in shipped
+    # And so does what the collection needs to run and to install its library.
+    for needed in (
+        "pyproject.toml",
+        "src/clusterforge/generated_secrets.py",
+        "plugins/lookup/clusterforge_generated_secret.py",
+        "playbooks/site.yml",
+        "roles/postgresql/tasks/databases.yml",
+        "meta/runtime.yml",
+    ):
+        assert needed in shipped, needed
+
+
+@pytest.fixture
+def scratch_inventories() -> Iterator[str]:
+    """A copy of the example inside the checkout with every generated file beside it,
+    and the lab's generated files unless a lab is there; all removed afterwards."""
+    marker = f"planted-secret-{secrets.token_hex(8)}"
+    scratch = REPO / "inventories" / f"zz-scratch-{secrets.token_hex(4)}"
+    lab = REPO / "inventories" / "lab"
+    made_lab = not lab.exists()
+    try:
+        shutil.copytree(EXAMPLE, scratch)
+        _plant(scratch, marker)
+        if made_lab:
+            _plant(lab, marker)
+            (lab / "hosts.yml").write_text(f"# {marker}\n")
+        yield marker
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if made_lab:
+            shutil.rmtree(lab, ignore_errors=True)
+
+
+def test_the_checkouts_tarball_holds_no_inventory_but_the_example_and_no_secret(
+    scratch_inventories: str, tmp_path: Path
+) -> None:
+    tarball = _build(REPO, tmp_path)
+    _assert_nothing_generated(_contents(tarball), scratch_inventories)
+
+
+def test_generated_files_in_the_example_and_deep_in_the_tree_stay_out(tmp_path: Path) -> None:
+    # On a copy of the tracked files, so that the example in the checkout, which other
+    # tests render, is never touched: generated files inside the example itself (a
+    # scripts/render of it writes .pki there) and hidden directories deep in the trees
+    # that ship.
+    source = tmp_path / "checkout"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    marker = f"planted-secret-{secrets.token_hex(8)}"
+    _plant(source / "inventories" / "example", marker)
+    for deep in (
+        "services/orders/.venv/lib/site.py",
+        "roles/postgresql/tasks/.secrets/token",
+        "engine-plugins/analysis-smartcn/src/main/java/org/clusterforge/.ssh/id_ed25519",
+        "src/clusterforge/templates/x.password",
+        "id_ed25519",
+        "notes.txt",
+    ):
+        path = source / deep
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{marker} {deep}\n")
+    contents = _contents(_build(source, tmp_path / "out"))
+    _assert_nothing_generated(contents, marker)
+    # Top-level files no directive names stay out too (an allow-list, not a deny-list).
+    assert "id_ed25519" not in contents and "notes.txt" not in contents
