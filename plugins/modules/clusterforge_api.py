@@ -1,9 +1,9 @@
-"""Documentation of the action plugin plugins/action/clusterforge_api.py; no code runs from here.
+"""ansible-doc's page of the action plugin clusterforge_api; no code runs here.
 
 ansible-doc documents an action plugin through the module of the same name, as
 ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
 a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task naming clusterforge.stack.clusterforge_api runs the action plugin, never this file.
+A task runs the action plugin (plugins/action/clusterforge_api.py), never this file.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ version_added: 1.0.0
 author: clusterforge developers
 options:
   path:
-    description: A path on this node's cluster URL, such as C(/_cluster/health). Give this or O(url).
+    description:
+      - A path on this node's cluster URL, such as C(/_cluster/health).
+      - Give this or O(url).
     type: str
   url:
     description: A full URL, for a host outside the plan's nodes such as a console.

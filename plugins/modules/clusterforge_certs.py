@@ -1,9 +1,9 @@
-"""Documentation of the action plugin plugins/action/clusterforge_certs.py; no code runs from here.
+"""ansible-doc's page of the action plugin clusterforge_certs; no code runs here.
 
 ansible-doc documents an action plugin through the module of the same name, as
 ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
 a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task naming clusterforge.stack.clusterforge_certs runs the action plugin, never this file.
+A task runs the action plugin (plugins/action/clusterforge_certs.py), never this file.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ options:
     type: str
     default: opensearch
   renew:
-    description: Issue every node and admin certificate again now, under the issuing CA, whatever their expiry.
+    description:
+      - Issue every node and admin certificate again now, under the issuing CA,
+        whatever their expiry.
     type: bool
     default: false
   ca_rotation_step:
@@ -42,7 +44,9 @@ options:
     description: The plan's C(nodes), for O(wait_served).
     type: dict
   ca_cert:
-    description: The CA bundle on the control node (the plan's C(cluster.pki.ca_cert)), for O(wait_served).
+    description:
+      - The CA bundle on the control node (the plan's C(cluster.pki.ca_cert)), for
+        O(wait_served).
     type: path
   http_scheme:
     description: The plan's C(cluster.http_scheme); anything but V(https) skips O(wait_served).

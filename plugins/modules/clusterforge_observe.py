@@ -1,9 +1,9 @@
-"""Documentation of the action plugin plugins/action/clusterforge_observe.py; no code runs from here.
+"""ansible-doc's page of the action plugin clusterforge_observe; no code runs here.
 
 ansible-doc documents an action plugin through the module of the same name, as
 ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
 a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task naming clusterforge.stack.clusterforge_observe runs the action plugin, never this file.
+A task runs the action plugin (plugins/action/clusterforge_observe.py), never this file.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ options:
     type: str
     required: true
   markers:
-    description: The marker files on the node, the paths of C(formed) and C(security_mode) (the plan's C(cluster.markers)).
+    description:
+      - The marker files on the node, the paths of C(formed) and C(security_mode)
+        (the plan's C(cluster.markers)).
     type: dict
     required: true
   removal:
@@ -50,7 +52,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 observed:
-  description: What the node runs, in the shape C(clusterforge.plan.plan_rollout) and C(plan_removal) read (version, active, formed, security_mode, cluster_manager, the host's memory; with O(removal) the members and index settings).
+  description:
+    - What the node runs, in the shape C(clusterforge.plan.plan_rollout) and
+      C(plan_removal) read.
+    - Version, active, formed, security_mode, cluster_manager and the host's memory;
+      with O(removal) also the members and the index settings.
   returned: always
   type: dict
 """

@@ -1,9 +1,9 @@
-"""Documentation of the action plugin plugins/action/clusterforge_plan.py; no code runs from here.
+"""ansible-doc's page of the action plugin clusterforge_plan; no code runs here.
 
 ansible-doc documents an action plugin through the module of the same name, as
 ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
 a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task naming clusterforge.stack.clusterforge_plan runs the action plugin, never this file.
+A task runs the action plugin (plugins/action/clusterforge_plan.py), never this file.
 """
 
 from __future__ import annotations
@@ -82,11 +82,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 cluster:
-  description: Facts every role reads (name, mode, version, URLs, HTTP scheme, PKI paths, markers, tool environment).
+  description:
+    - Facts every role reads (name, mode, version, URLs, HTTP scheme, PKI paths,
+      markers, tool environment).
   returned: success
   type: dict
 nodes:
-  description: Per inventory name, the node's name, roles, URL, rendered files and certificate paths.
+  description:
+    - Per inventory name, the node's name, roles, URL, rendered files and
+      certificate paths.
   returned: success
   type: dict
 artifacts:
@@ -94,7 +98,9 @@ artifacts:
   returned: success
   type: dict
 security:
-  description: The security plugin's rendered files and their digests, or nothing when O(security_files=false).
+  description:
+    - The security plugin's rendered files and their digests, or nothing when
+      O(security_files=false).
   returned: success
   type: dict
 rollout:

@@ -1,9 +1,9 @@
-"""Documentation of the action plugin plugins/action/clusterforge_wheelhouse.py; no code runs from here.
+"""ansible-doc's page of the action plugin clusterforge_wheelhouse; no code runs here.
 
 ansible-doc documents an action plugin through the module of the same name, as
 ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
 a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task naming clusterforge.stack.clusterforge_wheelhouse runs the action plugin, never this file.
+A task runs the action plugin (plugins/action/clusterforge_wheelhouse.py), never this file.
 """
 
 from __future__ import annotations
