@@ -38,9 +38,9 @@ def test_no_generated_file_drifts_from_the_schema() -> None:
     )
 
 
-def test_the_main_readme_and_every_role_readme_carry_a_generated_table() -> None:
-    readmes = [path for path in generated_files() if path.name == "README.md"]
-    assert ROOT / "README.md" in readmes
+def test_the_variables_page_and_every_role_readme_carry_a_generated_table() -> None:
+    readmes = [path for path in generated_files() if path.suffix == ".md"]
+    assert ROOT / "docs" / "variables.md" in readmes
     assert len(readmes) == len(SCHEMA.roles) + 1
     for readme in readmes:
         text = readme.read_text()

@@ -21,9 +21,10 @@ description:
 options:
   accounts:
     description:
-      - System accounts the entries below may name as owner, made first (C(name),
-        C(home), and C(shell), default C(/usr/sbin/nologin)): a system group C(name),
-        and a system user C(name) in it, with that home (not created) and shell.
+      - System accounts the entries below may name as owner, made first. Each entry
+        has C(name), C(home) and C(shell) (default C(/usr/sbin/nologin)) and makes a
+        system group C(name) and a system user C(name) in it, with that home (not
+        created) and shell.
       - An existing user's primary group, home and shell are set to these, as
         M(ansible.builtin.user) would; its uid is kept.
     type: list

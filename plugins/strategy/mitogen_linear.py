@@ -43,7 +43,7 @@ each scan's answer on disk (``$XDG_CACHE_HOME/clusterforge/mitogen-scan``, else
 search path's directories, and the Ansible, Mitogen and Python versions in its key; a
 change to any of them scans again.
 
-Turn Mitogen off with ``ANSIBLE_STRATEGY=linear`` (README, "Speed"). Without Mitogen
+Turn Mitogen off with ``ANSIBLE_STRATEGY=linear`` (docs/performance.md). Without Mitogen
 installed this plugin is plain ``linear`` and says so once.
 """
 
@@ -72,6 +72,36 @@ except ImportError as error:  # Mitogen missing: run as linear rather than not a
         "Install the pinned mitogen (scripts/lib/venv.sh does) or set ANSIBLE_STRATEGY=linear."
     )
     MitogenStrategyModule = LinearStrategyModule
+
+# Read by ansible-doc (ansible-doc -t strategy clusterforge.stack.mitogen_linear); the
+# docstring above keeps the measurements behind each choice.
+DOCUMENTATION = r"""
+name: mitogen_linear
+short_description: Mitogen's linear strategy, tuned for this collection
+description:
+  - Runs plays as C(linear) does, with the same tasks, results and changed counts, but
+    keeps one Python interpreter per host for the whole run (Mitogen), so a task costs a
+    message instead of copying and starting a module.
+  - The default of the checkout's C(ansible.cfg) and of the molecule scenarios.
+  - Plays on the control node alone (C(localhost)) run as plain C(linear).
+  - Lists the installed collections once per run instead of in every task that runs a
+    collection's module, and leaves processes unpinned so the scheduler places them on
+    any CPU.
+  - Mitogen's SSH compression is off unless a host sets C(mitogen_ssh_compression=true)
+    (useful on a slow link).
+  - Keeps Mitogen's scan of the module_utils each module imports on disk across runs
+    (C($XDG_CACHE_HOME/clusterforge/mitogen-scan), else C(~/.cache/clusterforge/mitogen-scan)),
+    checked against the size and modification time of every file it names.
+  - Without Mitogen installed it runs as C(linear) and warns once. Turn it off with
+    C(ANSIBLE_STRATEGY=linear).
+notes:
+  - Mitogen connects with its own SSH code, which does not honour
+    C(StrictHostKeyChecking=no) from C(ansible_ssh_common_args); put the hosts' keys in
+    C(known_hosts) before the first run.
+  - Needs the C(mitogen) distribution pinned in the project's C(pyproject.toml).
+version_added: 1.0.0
+author: clusterforge developers
+"""
 
 CONTROL_NODE_NAMES = frozenset({"localhost", "127.0.0.1"})
 

@@ -81,7 +81,7 @@ def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> d
         {
             "plugins.security.nodes_dn": pki.nodes_dn,
             "plugins.security.authcz.admin_dn": pki.admin_dn,
-            # Without it the REST API refuses every Basic-auth user (DESIGN.md).
+            # Without it the REST API refuses every Basic-auth user (docs/design.md).
             "plugins.security.restapi.roles_enabled": list(REST_API_ROLES_ENABLED),
         }
     )

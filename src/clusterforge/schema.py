@@ -2,7 +2,8 @@
 
 The model (:mod:`clusterforge.model`) and the console (:mod:`clusterforge.console`)
 check values against it; :func:`generated_files` derives from it each role's
-``defaults/main.yml``, ``meta/argument_specs.yml`` and the README variable tables.
+``defaults/main.yml``, ``meta/argument_specs.yml`` and the variable tables (docs/variables.md
+and each role's README).
 
 ``python -m clusterforge.schema generate`` rewrites those files; ``... check`` exits 1
 when one of them drifts from the schema (tests/test_role_contract.py runs the same check).
@@ -208,7 +209,7 @@ def unknown_variable(name: str, schema: Schema | None = None) -> str | None:
     prefix = next(p for p in schema.checked_prefixes if name.startswith(p))
     return (
         f"{name} is not a variable; remove it (the {prefix}* variables are listed in "
-        "README.md under Variables)"
+        "docs/variables.md)"
     )
 
 
@@ -357,13 +358,15 @@ def replace_generated_block(text: str, table: str, path: Path) -> str:
     return text[: begin + len(BEGIN_MARKER)] + "\n\n" + table + "\n" + text[end:]
 
 
-def main_readme_table(schema: Schema | None = None) -> str:
+def variables_page_table(schema: Schema | None = None) -> str:
+    """Every role's table, for docs/variables.md (its links lead up out of docs/)."""
     schema = schema or load_schema()
     sections = []
     for role in schema.roles:
         owned = [var for var in schema.variables.values() if var.roles[0] == role]
         if owned:
-            sections.append(f"\n[roles/{role}](roles/{role}/README.md):\n\n" + render_table(owned))
+            link = f"../roles/{role}/README.md"
+            sections.append(f"\n[roles/{role}]({link}):\n\n" + render_table(owned))
     return "".join(sections).lstrip("\n")
 
 
@@ -378,8 +381,8 @@ def generated_files(root: Path = ROOT, schema: Schema | None = None) -> dict[Pat
         readme = base / "README.md"
         table = render_table(schema.of_role(role), schema.playbook_inputs.get(role))
         files[readme] = replace_generated_block(readme.read_text(), table, readme)
-    readme = root / "README.md"
-    files[readme] = replace_generated_block(readme.read_text(), main_readme_table(schema), readme)
+    page = root / "docs" / "variables.md"
+    files[page] = replace_generated_block(page.read_text(), variables_page_table(schema), page)
     return files
 
 

@@ -1,6 +1,6 @@
 """Bringing the lab up and down: node containers, the lab inventory, the playbook run.
 
-Two network modes (DESIGN.md, "Open-file limit"):
+Two network modes (docs/design.md, "The open-file limit"):
 
 - ``bridge``: every node on the lab's own docker network, sshd on port 22 of its address.
 - ``loopback``: the containers share the host's network namespace; every node owns one
@@ -76,7 +76,7 @@ APPS_LOOPBACK_OCTET = 21
 USER_DIRECTORY_PORT = 8081
 ORDERS_PORT = 8082
 
-# systemd as PID 1 needs exactly these (DESIGN.md); --privileged fails on this platform.
+# systemd as PID 1 needs exactly these (docs/design.md); --privileged fails on this platform.
 SYSTEMD_RUN_FLAGS = (
     "--cap-add",
     "SYS_ADMIN",

@@ -1,0 +1,62 @@
+"""ansible-doc's page of the action plugin clusterforge_observe; no code runs here.
+
+ansible-doc documents an action plugin through the module of the same name, as
+ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
+a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
+A task runs the action plugin (plugins/action/clusterforge_observe.py), never this file.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: clusterforge_observe
+short_description: Read what one OpenSearch node runs now, for the plan's rollout
+description:
+  - One task reads the service's state, the markers a formed cluster leaves, the version
+    the node answers, the elected cluster manager and the host's memory; when nodes are
+    being removed, also the cluster's members and its indices' replica settings.
+  - Everything is a read, so it runs in check mode as well and a preview decides what
+    restarts as a run would.
+  - A node whose service does not run is asked nothing; a node that does not answer
+    reports no version, as a new node does.
+  - The API calls use the CA and the admin user from the plan (C(__clusterforge_plan)).
+version_added: 1.0.0
+author: clusterforge developers
+options:
+  service:
+    description: The systemd unit of the engine.
+    type: str
+    required: true
+  markers:
+    description:
+      - The marker files on the node, the paths of C(formed) and C(security_mode)
+        (the plan's C(cluster.markers)).
+    type: dict
+    required: true
+  removal:
+    description: Whether the plan removes nodes; then the members and replica settings are read too.
+    type: bool
+    default: false
+seealso:
+  - module: clusterforge.stack.clusterforge_plan
+"""
+
+EXAMPLES = r"""
+- name: Look at each node
+  clusterforge.stack.clusterforge_observe:
+    service: opensearch
+    markers: "{{ __clusterforge_plan.cluster.markers }}"
+    removal: "{{ __clusterforge_plan.removal.names | default([]) | length > 0 }}"
+  register: __clusterforge_observation
+"""
+
+RETURN = r"""
+observed:
+  description:
+    - What the node runs, in the shape C(clusterforge.plan.plan_rollout) and
+      C(plan_removal) read.
+    - Version, active, formed, security_mode, cluster_manager and the host's memory;
+      with O(removal) also the members and the index settings.
+  returned: always
+  type: dict
+"""

@@ -1,0 +1,135 @@
+"""ansible-doc's page of the action plugin clusterforge_plan; no code runs here.
+
+ansible-doc documents an action plugin through the module of the same name, as
+ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
+a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
+A task runs the action plugin (plugins/action/clusterforge_plan.py), never this file.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: clusterforge_plan
+short_description: Compute the plan on the control node, before any host changes
+description:
+  - Runs C(clusterforge.plan.build_plan) on the control node. It validates the whole
+    inventory at once (every problem reported together, each naming the variable and the
+    fix), fetches and checks the engine and plugin archives, creates or reuses the PKI,
+    renders every node's files and the security files (bcrypt hashes, never passwords),
+    plans the console and the services, and decides the rollout from what the nodes
+    report they run.
+  - C(scripts/render) calls the same function and writes what each host would get,
+    secrets left out.
+  - A successful result holds password hashes, so it is censored in the output
+    (C(_ansible_no_log)); a refusal (bad inventory, downgrade, bad archive) is shown in full.
+  - The hosts of the groups C(user_directory) and C(order_service) are planned too; their
+    settings are validated by the services' own settings models.
+  - Use it once per play with C(run_once) and C(delegate_to=localhost);
+    C(playbooks/plan.yml) does, and every playbook imports that.
+version_added: 1.0.0
+author: clusterforge developers
+options:
+  group:
+    description: The inventory group of the OpenSearch nodes.
+    type: str
+    default: opensearch
+  console_group:
+    description: The inventory group of the console hosts; a group with no hosts plans no console.
+    type: str
+    default: dashboards
+  security_files:
+    description:
+      - Whether the plan renders the security plugin's files.
+      - V(false) leaves them out for a playbook that places none (C(rolling-restart.yml)),
+        since their bcrypt checks are most of a plan's time.
+    type: bool
+    default: true
+  observed:
+    description:
+      - Per inventory name, what the read-only look at the node found
+        (M(clusterforge.stack.clusterforge_observe)'s C(observed)).
+      - Without it every node is planned as new.
+    type: dict
+    default: {}
+  planned:
+    description:
+      - The result of an earlier call in the same run. With it, only the rollout and the
+        removal are decided again, from O(observed); the rest of that plan is kept.
+    type: dict
+notes:
+  - Runs on the control node only and needs the C(clusterforge) Python package in the
+    Python that runs Ansible.
+seealso:
+  - module: clusterforge.stack.clusterforge_observe
+"""
+
+EXAMPLES = r"""
+- name: Plan the cluster
+  clusterforge.stack.clusterforge_plan:
+    group: opensearch
+  run_once: true
+  delegate_to: localhost
+  register: __clusterforge_plan
+
+- name: Decide the rollout from what the nodes run
+  clusterforge.stack.clusterforge_plan:
+    group: opensearch
+    planned: "{{ __clusterforge_plan }}"
+    observed: "{{ observed_by_host }}"
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+cluster:
+  description:
+    - Facts every role reads (name, mode, version, URLs, HTTP scheme, PKI paths,
+      markers, tool environment).
+  returned: success
+  type: dict
+nodes:
+  description:
+    - Per inventory name, the node's name, roles, URL, rendered files and
+      certificate paths.
+  returned: success
+  type: dict
+artifacts:
+  description: The archives fetched and checked on the control node (engine, plugins).
+  returned: success
+  type: dict
+security:
+  description:
+    - The security plugin's rendered files and their digests, or nothing when
+      O(security_files=false).
+  returned: success
+  type: dict
+rollout:
+  description: What restarts, why and in which order (the elected cluster manager last).
+  returned: success
+  type: dict
+removal:
+  description: The nodes marked absent and how they leave.
+  returned: success
+  type: dict
+consoles:
+  description: The console hosts' planned settings.
+  returned: success
+  type: dict
+services:
+  description: The services' hosts and their validated settings.
+  returned: success
+  type: dict
+snapshots:
+  description: The snapshot repository and policy.
+  returned: success
+  type: dict
+orders_search:
+  description: The public part of the order service's delivery into the cluster.
+  returned: success
+  type: dict
+model_warnings:
+  description: Warnings about the inventory that do not stop the run.
+  returned: success
+  type: list
+  elements: str
+"""

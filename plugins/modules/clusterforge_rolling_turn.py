@@ -1,0 +1,49 @@
+"""ansible-doc's page of the action plugin clusterforge_rolling_turn; no code runs here.
+
+ansible-doc documents an action plugin through the module of the same name, as
+ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
+a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
+A task runs the action plugin (plugins/action/clusterforge_rolling_turn.py), never this file.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: clusterforge_rolling_turn
+short_description: One node's turn in a rolling restart or upgrade
+description:
+  - One task does the whole turn of a node; the play runs it one node at a time, the
+    elected cluster manager last.
+  - Allocation is limited to primaries and the cluster flushed; the C(home) symlink is
+    pointed at the planned version (the switch of an upgrade); the service restarts; the
+    turn waits until the node answers and the cluster counts all its nodes again; then
+    allocation goes back to the default and the turn waits for green.
+  - Each wait runs on the node (M(clusterforge.stack.clusterforge_http_wait)) and gives up
+    after O(timeout) seconds, naming the host, what it waited for and where to look.
+  - Not for check mode; the calling play skips it there.
+version_added: 1.0.0
+author: clusterforge developers
+options:
+  service:
+    description: The systemd unit of the engine.
+    type: str
+    required: true
+  timeout:
+    description: Seconds each wait may take.
+    type: float
+    default: 900
+"""
+
+EXAMPLES = r"""
+- name: Restart this node, wait for it to rejoin and for green
+  clusterforge.stack.clusterforge_rolling_turn:
+    service: opensearch
+    timeout: 900
+"""
+
+RETURN = r"""
+seconds:
+  description: How long each phase took, for the run's log.
+  returned: success
+  type: dict
+"""
