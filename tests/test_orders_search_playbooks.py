@@ -233,7 +233,10 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
                         "opensearch": {
                             "hosts": {
                                 "os-1": {"ansible_host": "127.0.0.91"},
-                                "os-2": {"ansible_host": "127.0.0.92"},
+                                "os-2": {
+                                    "ansible_host": "127.0.0.92",
+                                    "opensearch_node_roles": ["data", "ingest"],
+                                },
                             }
                         },
                         "order_service": {"hosts": {"localhost": {"ansible_connection": "local"}}},
