@@ -27,6 +27,7 @@ from clusterforge_orders import (
     OrderServiceSettings,
     create_app,
 )
+from clusterforge_orders.http_guard import guarded_protocol
 from clusterforge_orders.runtime import DEFAULT_DELIVERY_STOP_SECONDS
 from clusterforge_orders.sinks import DeliverySink
 from orders_testing import (
@@ -120,8 +121,16 @@ def start_server(open_runtime: RuntimeFactory) -> Iterator[ServerFactory]:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind(("127.0.0.1", 0))
         port = listening.getsockname()[1]
+        # The protocol the console script runs, with the settings' limits.
         config = uvicorn.Config(
-            create_app(runtime=runtime), log_level="warning", access_log=False, lifespan="on"
+            create_app(runtime=runtime),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            http=guarded_protocol(
+                max_header_bytes=settings.orders.max_header_bytes,
+                read_timeout_seconds=settings.orders.read_timeout_seconds,
+            ),
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(
