@@ -471,10 +471,11 @@ def load_settings(
         variable = environment_variable_for(key)
         if variable in environ:
             _set_dotted(tree, key, environ[variable])
-            source = f"{source} + environment"
+            source = source if source.endswith(" + environment") else f"{source} + environment"
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(tree, key, value)
+            source = source if source.endswith(" + command line") else f"{source} + command line"
 
     try:
         return OrderServiceSettings.model_validate(tree)
