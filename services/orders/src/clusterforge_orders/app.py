@@ -54,6 +54,8 @@ MAX_BODY_BYTES = 64 * 1024
 ORDER_WORKER_THREADS = 8
 JSON_MEDIA_TYPE = "application/json"
 BEARER_SCHEME = "bearerToken"
+# userId and productName: something other than white space, and no NUL anywhere.
+TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 _ERROR_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -185,18 +187,19 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
                             "type": "object",
                             "required": ["userId", "productName", "amount"],
                             "properties": {
-                                # pattern: not blank (a space alone is refused).
+                                # pattern: not blank (a space alone is refused) and no
+                                # NUL (PostgreSQL text cannot hold it).
                                 "userId": {
                                     "type": "string",
                                     "minLength": 1,
                                     "maxLength": MAX_USER_ID_CHARS,
-                                    "pattern": "\\S",
+                                    "pattern": TEXT_PATTERN,
                                 },
                                 "productName": {
                                     "type": "string",
                                     "minLength": 1,
                                     "maxLength": MAX_PRODUCT_NAME_CHARS,
-                                    "pattern": "\\S",
+                                    "pattern": TEXT_PATTERN,
                                 },
                                 "amount": {
                                     "type": "number",
