@@ -236,7 +236,9 @@ def test_an_order_service_reachable_from_the_network_needs_a_token(
     bind: str, tokens: list[str] | None
 ) -> None:
     # Whoever reaches the port could place orders and read the metrics.
-    problems = problems_of("order_service", order_service_host=bind, order_service_auth_tokens=tokens)
+    problems = problems_of(
+        "order_service", order_service_host=bind, order_service_auth_tokens=tokens
+    )
     assert len(problems) == 1, problems
     [problem] = problems
     assert problem.startswith("order_service_auth_tokens is empty (host svc-1)")

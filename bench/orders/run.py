@@ -61,7 +61,7 @@ SLOW_WEBHOOK_SECONDS = 0.5
 # The services run with a bearer token, as deployed, so the bench measures the checked
 # path. It reaches the service and wrk (post.lua) through the environment, never argv.
 BENCH_TOKEN = secrets.token_urlsafe(32)
-BENCH_TOKEN_VARIABLE = "ORDERS_BENCH_TOKEN"
+BENCH_TOKEN_VARIABLE = "ORDERS_BENCH_TOKEN"  # noqa: S105 (a variable name, not a token)
 AUTH_HEADERS = {"Authorization": f"Bearer {BENCH_TOKEN}"}
 os.environ[BENCH_TOKEN_VARIABLE] = BENCH_TOKEN
 SLOW_TARGET_SECONDS = 3.0
@@ -429,7 +429,8 @@ def _undelivered_after_drain(
     while undelivered and time.monotonic() - started < drain:
         time.sleep(0.5)
         undelivered = _metric_or_none(
-            httpx.get(f"{service.base_url}/metrics", timeout=10, headers=AUTH_HEADERS).text, "orders_outbox_undelivered"
+            httpx.get(f"{service.base_url}/metrics", timeout=10, headers=AUTH_HEADERS).text,
+            "orders_outbox_undelivered",
         )
     return undelivered, time.monotonic() - started
 
@@ -571,7 +572,9 @@ def run_paired(
             pair, services, outputs, cpu_used, strict=True
         ):
             requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
-            metrics = httpx.get(f"{service.base_url}/metrics", timeout=10, headers=AUTH_HEADERS).text
+            metrics = httpx.get(
+                f"{service.base_url}/metrics", timeout=10, headers=AUTH_HEADERS
+            ).text
             undelivered, _ = _undelivered_after_drain(
                 service,
                 _metric_or_none(metrics, "orders_outbox_undelivered"),

@@ -8,16 +8,11 @@ its metrics directly.
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -25,7 +20,6 @@ from clusterforge_orders import (
     NotificationSender,
     OrderServiceRuntime,
     OrderServiceSettings,
-    create_app,
 )
 from clusterforge_orders.runtime import DEFAULT_DELIVERY_STOP_SECONDS
 from clusterforge_orders.sinks import DeliverySink

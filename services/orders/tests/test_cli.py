@@ -139,7 +139,9 @@ def test_a_yaml_error_in_the_settings_file_prints_no_part_of_it(tmp_path: Path) 
         assert fragment not in (result.stdout + result.stderr).replace(str(config), "")
 
 
-def _bad_start(tmp_path: Path, *arguments: str, **variables: str) -> subprocess.CompletedProcess[str]:
+def _bad_start(
+    tmp_path: Path, *arguments: str, **variables: str
+) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("ORDERS_", "EVENT_"))}
     environment.update(variables)
     return subprocess.run(
@@ -156,19 +158,42 @@ def _bad_start(tmp_path: Path, *arguments: str, **variables: str) -> subprocess.
 @pytest.mark.parametrize(
     ("arguments", "variables", "expected"),
     [
-        (["--database-url", "postgresql+psycopg://u:Pw-Secret-1@db:notaport/db"], {},
-         "orders.database-url is not a valid database URL"),
-        (["--database-url", "mysql://u:Pw-Secret-1@db/orders"], {},
-         "orders.database-url must be sqlite:///<path> or postgresql+psycopg://"),
+        (
+            ["--database-url", "postgresql+psycopg://u:Pw-Secret-1@db:notaport/db"],
+            {},
+            "orders.database-url is not a valid database URL",
+        ),
+        (
+            ["--database-url", "mysql://u:Pw-Secret-1@db/orders"],
+            {},
+            "orders.database-url must be sqlite:///<path> or postgresql+psycopg://",
+        ),
         (["--log-level", "loud"], {}, "orders.log-level 'loud' is not a log level"),
-        (["--database-url", "postgresql+psycopg://u:Pw-Secret-1@127.0.0.1:1/db"], {},
-         "cannot open the order database postgresql+psycopg://u:***@127.0.0.1:1/db"),
-        (["--database-url", "sqlite:////nonexistent-cf-dir/orders.db"], {},
-         "its directory /nonexistent-cf-dir does not exist"),
-        ([], {"ORDERS_SEARCH_URLS": "https://127.0.0.1:9", "ORDERS_SEARCH_CA_FILE": "/no/ca.pem",
-              "ORDERS_SEARCH_USERNAME": "w", "ORDERS_SEARCH_PASSWORD": "Pw-Secret-1"},
-         "orders.search.ca-file /no/ca.pem cannot be used"),
-        (["--host", "0.0.0.0"], {}, "orders.auth-tokens is empty while orders.host is '0.0.0.0'"),
+        (
+            ["--database-url", "postgresql+psycopg://u:Pw-Secret-1@127.0.0.1:1/db"],
+            {},
+            "cannot open the order database postgresql+psycopg://u:***@127.0.0.1:1/db",
+        ),
+        (
+            ["--database-url", "sqlite:////nonexistent-cf-dir/orders.db"],
+            {},
+            "its directory /nonexistent-cf-dir does not exist",
+        ),
+        (
+            [],
+            {
+                "ORDERS_SEARCH_URLS": "https://127.0.0.1:9",
+                "ORDERS_SEARCH_CA_FILE": "/no/ca.pem",
+                "ORDERS_SEARCH_USERNAME": "w",
+                "ORDERS_SEARCH_PASSWORD": "Pw-Secret-1",
+            },
+            "orders.search.ca-file /no/ca.pem cannot be used",
+        ),
+        (
+            ["--host", "0.0.0.0"],  # noqa: S104 (the refused bind)
+            {},
+            "orders.auth-tokens is empty while orders.host is '0.0.0.0'",
+        ),
         ([], {"ORDERS_AUTH_TOKENS_FILE": "/no/tokens"}, "cannot read orders.auth-tokens-file"),
     ],
 )

@@ -78,7 +78,9 @@ def test_operation_conforms_to_the_served_schema(
         b'"\\ud800"',
     ],
 )
-def test_hostile_bodies_and_queries_never_get_a_500(fuzzed_server: RunningServer, body: bytes) -> None:
+def test_hostile_bodies_and_queries_never_get_a_500(
+    fuzzed_server: RunningServer, body: bytes
+) -> None:
     answer = fuzzed_server.client.post(
         "/orders?x=%ED%A0%80&%FF=%00",
         content=body,

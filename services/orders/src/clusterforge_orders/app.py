@@ -28,7 +28,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from .auth import BearerTokenMiddleware
-
 from .errors import (
     FieldViolation,
     RequestBodyTooLargeError,
@@ -156,7 +155,7 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
     app.add_middleware(BearerTokenMiddleware, accepted_tokens=runtime.accepted_tokens)
     # Secured operations name the scheme only when tokens are configured, so the document
     # says what this instance enforces.
-    security = [{BEARER_SCHEME: []}] if runtime.accepted_tokens else []
+    security: list[dict[str, list[str]]] = [{BEARER_SCHEME: []}] if runtime.accepted_tokens else []
     secured_responses: dict[int | str, dict[str, object]] = (
         {"401": _UNAUTHORIZED} if runtime.accepted_tokens else {}
     )
@@ -214,7 +213,7 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
                         }
                     }
                 },
-            }
+            },
         },
     )
     async def create_order(request: Request) -> Response:

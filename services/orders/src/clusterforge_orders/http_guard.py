@@ -29,9 +29,7 @@ DEFAULT_READ_TIMEOUT_SECONDS = 10.0
 
 
 def _plain_response(status_line: bytes, code: str, message: str) -> bytes:
-    body = (
-        '{"error": "' + code + '", "message": "' + message + '", "violations": []}'
-    ).encode()
+    body = ('{"error": "' + code + '", "message": "' + message + '", "violations": []}').encode()
     return (
         status_line
         + b"\r\ncontent-type: application/json\r\ncontent-length: "

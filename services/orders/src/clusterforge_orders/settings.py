@@ -35,7 +35,7 @@ DEFAULT_DATABASE_URL = "sqlite:///orders.db"
 MIN_TOKEN_LENGTH = 16
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 _PLACEHOLDER_TOKENS = {"changeme", "change-me", "secret", "token", "password", "example"}
-TOKEN_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+TOKEN_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"  # noqa: S105 (how to make one)
 
 
 def is_loopback_host(host: str) -> bool:
