@@ -209,6 +209,28 @@ def test_oversized_headers_are_answered_431_before_being_read(secured: RunningSe
     assert near.status_code == 200
 
 
+def test_oversized_headers_in_one_chunk_are_answered_431(secured: RunningServer) -> None:
+    # Small enough to arrive with the body in one read, so the exact count decides.
+    request = (
+        b"POST /orders HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 20_000 + b"\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 2\r\n\r\n{}"
+    )
+    answer = _raw_exchange(secured, request)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+
+
+def test_a_large_body_does_not_count_as_headers(secured: RunningServer) -> None:
+    # Headers near the limit plus a 60 KB body, sent in one write: the body is no header.
+    body = '{"userId": "u-1", "productName": "p", "amount": 2, "pad": "' + "x" * 60_000 + '"}'
+    answer = secured.client.post(
+        "/orders",
+        content=body.encode(),
+        headers={**_authorized(), "Content-Type": "application/json", "X-Padding": "a" * 15_000},
+    )
+    assert answer.status_code == 200, answer.text
+
+
 def test_half_sent_headers_are_answered_408_within_the_read_timeout(
     secured: RunningServer,
 ) -> None:

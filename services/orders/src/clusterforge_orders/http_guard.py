@@ -6,8 +6,10 @@ header was read whole (115 MB more memory, 7.9 s) before authentication could re
 and a client that sent half a header held its connection open for as long as it liked.
 
 - ``max_header_bytes``: a request whose request line and headers exceed it is answered
-  431 and its connection closed, without the rest being read. Counted per received chunk
-  while the headers are incomplete, so at most one chunk (256 KiB) more is ever buffered.
+  431 and its connection closed, without the rest being read. Counted twice: per received
+  chunk while the headers are incomplete, so at most one chunk (256 KiB) more is ever
+  buffered; and exactly (URL, names and values) once they are complete, for headers that
+  arrived whole in one chunk.
 - ``read_timeout_seconds``: a request must arrive whole (headers and body) within it from
   its first byte, and a new connection must start its request within it; otherwise the
   connection is answered 408 (when nothing was answered yet) and closed. The handler
@@ -52,7 +54,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._awaiting_headers = True
+        # Bytes received since the request began, while its headers are incomplete.
         self._header_bytes = 0
+        # The parsed request line and headers of the current request.
+        self._parsed_header_bytes = 0
+        # Headers over the limit: nothing more of this connection is parsed or served.
+        self._rejected = False
         self._read_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -64,41 +71,63 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return
         if self._awaiting_headers:
             self._header_bytes += len(data)
         super().data_received(data)
-        if (
-            self._awaiting_headers
-            and self._header_bytes > self.max_header_bytes
-            and not self.transport.is_closing()
-        ):
-            logger.warning(
-                "request headers from %s exceed %d bytes: answered 431 and closed",
-                _client_text(self.client),
-                self.max_header_bytes,
+        too_large = self._awaiting_headers and self._header_bytes > self.max_header_bytes
+        if (self._rejected or too_large) and not self.transport.is_closing():
+            self._rejected = True
+            self._answer_431()
+
+    def _answer_431(self) -> None:
+        logger.warning(
+            "request headers from %s exceed %d bytes: answered 431 and closed",
+            _client_text(self.client),
+            self.max_header_bytes,
+        )
+        self._cancel_read_timer()
+        self.transport.write(
+            _plain_response(
+                b"HTTP/1.1 431 Request Header Fields Too Large",
+                "request_header_fields_too_large",
+                f"request line and headers exceed {self.max_header_bytes} bytes",
             )
-            self._cancel_read_timer()
-            self.transport.write(
-                _plain_response(
-                    b"HTTP/1.1 431 Request Header Fields Too Large",
-                    "request_header_fields_too_large",
-                    f"request line and headers exceed {self.max_header_bytes} bytes",
-                )
-            )
-            self.transport.close()
+        )
+        self.transport.close()
+
+    def on_url(self, url: bytes) -> None:
+        self._parsed_header_bytes += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_header_bytes += len(name) + len(value) + 4  # ": " and CRLF
+        super().on_header(name, value)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._awaiting_headers = True
+        self._parsed_header_bytes = 0
         self._arm_read_timer()
 
     def on_headers_complete(self) -> None:
         self._awaiting_headers = False
         self._header_bytes = 0
+        if self._parsed_header_bytes > self.max_header_bytes:
+            # No request cycle: data_received answers 431 once the parser returns.
+            self._rejected = True
+            return
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._rejected:
+            super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._cancel_read_timer()
+        if self._rejected:
+            return
         # What follows on this connection is the next request's request line.
         self._awaiting_headers = True
         self._header_bytes = 0
