@@ -156,8 +156,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             # sends is dropped rather than written after the 408.
             cycle.disconnected = True
             cycle.message_event.set()
-        logger.warning(
-            "request from %s not received within %s s: answered 408 and closed",
+        # A connection that never sent a byte (a pre-connect, a TCP probe) is routine.
+        idle = self._awaiting_headers and self._header_bytes == 0
+        logger.log(
+            logging.INFO if idle else logging.WARNING,
+            "%s from %s not received within %s s: answered 408 and closed",
+            "request" if not idle else "no request",
             _client_text(self.client),
             self.read_timeout_seconds,
         )
