@@ -97,7 +97,10 @@ def check_private_file(path: Path, *, setting: str) -> None:
     try:
         status = path.stat()
     except OSError as error:
-        raise ConfigurationError(f"cannot read {setting} {path}: {error.strerror}") from None
+        raise ConfigurationError(
+            f"cannot read {setting} {path}: {error.strerror}; fix the path or the "
+            "permissions of its directory"
+        ) from None
     mode = stat.S_IMODE(status.st_mode)
     if not mode & 0o077:
         return
