@@ -209,11 +209,16 @@ def test_the_order_services_settings_file_is_what_the_service_reads(tmp_path: Pa
             "notification": {"sender": "webhook", "webhook-url": "http://hook/t0ken"}
         },
         order_service_event_async={"core-pool-size": 2, "max-pool-size": 3},
+        order_service_auth_tokens=["orders-token-0123456789abcdef"],
     )
     assert planned.file_name == "orders.yml"
     settings_file = tmp_path / "orders.yml"
     settings_file.write_text(planned.content)
+    settings_file.chmod(0o600)  # as the role writes it; the service refuses others-readable
     settings = load_settings(config_file=settings_file, environ={})
+    assert settings.orders.accepted_tokens() == {"orders-token-0123456789abcdef"}
+    assert planned.public["orders"]["auth-tokens"] == [SECRET_MARK]
+    assert "orders-token" not in planned.public_content
     assert settings.orders.database_url == "sqlite:////var/lib/clusterforge-orders/orders.db"
     assert settings.event_async.max_pool_size == 3
     assert settings.event_async.queue_capacity == 200  # the default, spelled out
@@ -221,6 +226,72 @@ def test_the_order_services_settings_file_is_what_the_service_reads(tmp_path: Pa
     assert planned.public["orders"]["listeners"]["notification"]["webhook-url"] == SECRET_MARK
     assert "t0ken" not in yaml.safe_dump(planned.public)
     assert planned.arguments == {"host": "127.0.0.1", "port": 8082}
+
+
+@pytest.mark.parametrize(
+    "bind", [EVERY_ADDRESS, "", "::", "10.20.0.22", "192.168.1.5", "app-1.example.internal"]
+)
+@pytest.mark.parametrize("tokens", [[], [""], None])
+def test_an_order_service_reachable_from_the_network_needs_a_token(
+    bind: str, tokens: list[str] | None
+) -> None:
+    # Whoever reaches the port could place orders and read the metrics.
+    problems = problems_of(
+        "order_service", order_service_host=bind, order_service_auth_tokens=tokens
+    )
+    assert len(problems) == 1, problems
+    [problem] = problems
+    assert problem.startswith("order_service_auth_tokens is empty (host svc-1)")
+    assert "order_service_host" in problem and "not a loopback address" in problem
+    assert "vault_order_service_auth_token" in problem and "token_urlsafe" in problem
+    assert "bind order_service_host to 127.0.0.1" in problem
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.61", "::1", "localhost"])
+def test_a_loopback_order_service_may_run_without_a_token(bind: str) -> None:
+    planned = plan_one("order_service", order_service_host=bind)
+    assert planned.public["orders"]["auth-tokens"] == []
+    assert planned.arguments["host"] == bind
+
+
+def test_order_service_tokens_are_checked_and_never_printed() -> None:
+    planned = plan_one(
+        "order_service", order_service_host=EVERY_ADDRESS, order_service_auth_tokens=[TOKEN]
+    )
+    assert planned.arguments["host"] == EVERY_ADDRESS
+    assert planned.public["orders"]["auth-tokens"] == [SECRET_MARK]
+    assert TOKEN in planned.content and TOKEN not in planned.public_content
+    for tokens, expected in (
+        (["short-one"], "order_service_auth_tokens (host svc-1): Value error, token #1"),
+        ("a-single-string-not-a-list", "order_service_auth_tokens must be a list"),
+    ):
+        problems = problems_of("order_service", order_service_auth_tokens=tokens)
+        assert problems[0].startswith(expected), problems
+        assert not any("short-one" in problem for problem in problems)
+
+
+def test_the_example_order_service_binds_every_address_with_a_vaulted_token() -> None:
+    from clusterforge.cli import InventoryReader, select_service_vars
+
+    reader = InventoryReader(
+        EXAMPLE, vault_password_file=EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
+    )
+    hosts = dict(reader.hosts_vars("order_service", select_service_vars))
+    variables = hosts["app-1"]
+    assert variables["order_service_host"] == EVERY_ADDRESS
+    [token] = variables["order_service_auth_tokens"]
+    assert token.startswith("Example-Only-")
+    vault = EXAMPLE / "group_vars" / "order_service" / "vault.yml"
+    assert vault.read_text().startswith("$ANSIBLE_VAULT;1.1;AES256\n")
+    assert token not in vault.read_text()
+    planned = plan_services({"order_service": ["app-1"]}, hosts)["app-1"]["order_service"]
+    assert yaml.safe_load(planned.content)["orders"]["auth-tokens"] == [token]
+    assert token not in planned.public_content
+    with pytest.raises(InventoryError, match="order_service_auth_tokens is empty"):
+        plan_services(
+            {"order_service": ["app-1"]},
+            {"app-1": {**variables, "order_service_auth_tokens": []}},
+        )
 
 
 @pytest.mark.parametrize(

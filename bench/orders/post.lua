@@ -2,6 +2,8 @@
 local counter = 0
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+-- The token run.py gives the service, from the environment (never the command line).
+wrk.headers["Authorization"] = "Bearer " .. assert(os.getenv("ORDERS_BENCH_TOKEN"), "ORDERS_BENCH_TOKEN is not set")
 
 request = function()
     counter = counter + 1

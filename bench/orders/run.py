@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -57,6 +58,12 @@ from orders_testing import (
 HERE = Path(__file__).resolve().parent
 SERVICE = Path(sys.executable).with_name("clusterforge-orders")
 SLOW_WEBHOOK_SECONDS = 0.5
+# The services run with a bearer token, as deployed, so the bench measures the checked
+# path. It reaches the service and wrk (post.lua) through the environment, never argv.
+BENCH_TOKEN = secrets.token_urlsafe(32)
+BENCH_TOKEN_VARIABLE = "ORDERS_BENCH_TOKEN"  # noqa: S105 (a variable name, not a token)
+AUTH_HEADERS = {"Authorization": f"Bearer {BENCH_TOKEN}"}
+os.environ[BENCH_TOKEN_VARIABLE] = BENCH_TOKEN
 SLOW_TARGET_SECONDS = 3.0
 
 
@@ -273,7 +280,7 @@ class Prober:
         self._posting.clear()
 
     def _post_loop(self) -> None:
-        with httpx.Client(timeout=30, trust_env=False) as client:
+        with httpx.Client(timeout=30, trust_env=False, headers=AUTH_HEADERS) as client:
             while self._posting.is_set():
                 body = {
                     "userId": f"bench-probe-{uuid.uuid4().hex[:12]}",
@@ -364,6 +371,7 @@ def _start_service(
     if target is not None:
         env.update(target.environment())
     env["ORDERS_ACCESS_LOG"] = "false"
+    env["ORDERS_AUTH_TOKENS"] = BENCH_TOKEN
     log = (workdir / "service.log").open("w")
     process = subprocess.Popen(
         [str(SERVICE), "--host", "127.0.0.1", "--port", str(port)],
@@ -421,7 +429,8 @@ def _undelivered_after_drain(
     while undelivered and time.monotonic() - started < drain:
         time.sleep(0.5)
         undelivered = _metric_or_none(
-            httpx.get(f"{service.base_url}/metrics", timeout=10).text, "orders_outbox_undelivered"
+            httpx.get(f"{service.base_url}/metrics", timeout=10, headers=AUTH_HEADERS).text,
+            "orders_outbox_undelivered",
         )
     return undelivered, time.monotonic() - started
 
@@ -445,13 +454,13 @@ def run_scenario(
         ).stdout
         if prober is not None:
             prober.stop_posting()
-        metrics = httpx.get(f"{base_url}/metrics", timeout=10).text
+        metrics = httpx.get(f"{base_url}/metrics", timeout=10, headers=AUTH_HEADERS).text
         undelivered_at_stop = _metric_or_none(metrics, "orders_outbox_undelivered")
         # Without a target nothing can drain the outbox: waiting would only add --drain s.
         undelivered_after_drain, drain_seconds = _undelivered_after_drain(
             service, undelivered_at_stop, args.drain if target is not None else 0.0
         )
-        final_metrics = httpx.get(f"{base_url}/metrics", timeout=10).text
+        final_metrics = httpx.get(f"{base_url}/metrics", timeout=10, headers=AUTH_HEADERS).text
         if prober is not None:
             prober.wait_found(timeout=max(5.0, args.drain - drain_seconds))
     finally:
@@ -563,7 +572,9 @@ def run_paired(
             pair, services, outputs, cpu_used, strict=True
         ):
             requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
-            metrics = httpx.get(f"{service.base_url}/metrics", timeout=10).text
+            metrics = httpx.get(
+                f"{service.base_url}/metrics", timeout=10, headers=AUTH_HEADERS
+            ).text
             undelivered, _ = _undelivered_after_drain(
                 service,
                 _metric_or_none(metrics, "orders_outbox_undelivered"),

@@ -171,22 +171,46 @@ def _is_loopback_bind(host: str) -> bool:
         return False
 
 
+def _check_token_exposure(
+    problems: list[str],
+    variables: Mapping[str, Any],
+    tokens: object,
+    *,
+    role: str,
+    host: str,
+    consequence: str,
+) -> None:
+    """Refuse a service bound off loopback without a bearer token (``<role>_auth_tokens``).
+
+    Anyone who reaches the port could then do what ``consequence`` says; without a token
+    that is acceptable on a loopback bind only.
+    """
+    bind = str(variables.get(f"{role}_host") or "")
+    if tokens or _is_loopback_bind(bind):
+        return
+    problems.append(
+        f"{role}_auth_tokens is empty (host {host}) while {role}_host is "
+        f"{bind or '(empty: every address)'!r}, not a loopback address, so anyone who reaches "
+        f"port {variables.get(f'{role}_port')} could {consequence}; "
+        f"set {role}_auth_tokens to a vaulted token, e.g. "
+        f'["{{{{ vault_{role}_auth_token }}}}"] with the token made by '
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))', "
+        f"or bind {role}_host to 127.0.0.1"
+    )
+
+
 def _check_user_directory_exposure(
     problems: list[str], variables: Mapping[str, Any], tokens: frozenset[str], *, host: str
 ) -> None:
     # The user directory has no read-only mode: whoever reaches its port can create,
-    # change and delete users. Without a token that is acceptable on loopback only.
-    bind = str(variables.get("user_directory_host") or "")
-    if tokens or _is_loopback_bind(bind):
-        return
-    problems.append(
-        f"user_directory_auth_tokens is empty (host {host}) while user_directory_host is "
-        f"{bind or '(empty: every address)'!r}, not a loopback address, so anyone who reaches "
-        f"port {variables.get('user_directory_port')} could create, change and delete users; "
-        "set user_directory_auth_tokens to a vaulted token, e.g. "
-        '["{{ vault_user_directory_auth_token }}"] with the token made by '
-        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))', "
-        "or bind user_directory_host to 127.0.0.1"
+    # change and delete users.
+    _check_token_exposure(
+        problems,
+        variables,
+        tokens,
+        role="user_directory",
+        host=host,
+        consequence="create, change and delete users",
     )
 
 
@@ -340,6 +364,7 @@ _ORDERS_KEY_VARIABLES: dict[tuple[str, ...], str] = {
     ("orders", "database-url"): "order_service_database_url",
     ("orders", "access-log"): "order_service_access_log",
     ("orders", "log-level"): "order_service_log_level",
+    ("orders", "auth-tokens"): "order_service_auth_tokens",
     ("orders", "listeners"): "order_service_listeners",
     ("event", "async"): "order_service_event_async",
     # Wired from the cluster the inventory deploys (clusterforge.orders_search).
@@ -378,6 +403,24 @@ def _plan_order_service(
     for name in ("order_service_event_async", "order_service_listeners"):
         if not isinstance(variables.get(name), Mapping):
             problems.append(f"{name} must be a mapping (see docs/orders.md); set it to one")
+    tokens = variables.get("order_service_auth_tokens") or []
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        problems.append(
+            "order_service_auth_tokens must be a list of tokens (one string each); "
+            'set it to a YAML list, e.g. ["{{ vault_order_service_auth_token }}"]'
+        )
+        tokens = []
+    # Blank entries dropped as the user directory's comma-separated setting drops them.
+    tokens = [str(token).strip() for token in tokens if token is not None and str(token).strip()]
+    # Before the model, which refuses the same with the service's setting names.
+    _check_token_exposure(
+        problems,
+        variables,
+        tokens,
+        role="order_service",
+        host=host,
+        consequence="place orders and read the service's metrics",
+    )
     if len(problems) > before:
         return None
     tree: dict[str, Any] = {
@@ -387,6 +430,7 @@ def _plan_order_service(
             "database-url": database_url,
             "access-log": variables.get("order_service_access_log"),
             "log-level": variables.get("order_service_log_level"),
+            "auth-tokens": tokens,
             "listeners": _plain(variables.get("order_service_listeners")),
         },
         "event": {"async": _plain(variables.get("order_service_event_async"))},
@@ -406,6 +450,8 @@ def _plan_order_service(
     public = _plain(settled)
     if not database_url.startswith("sqlite:"):
         public["orders"]["database-url"] = SECRET_MARK
+    if public["orders"].get("auth-tokens"):
+        public["orders"]["auth-tokens"] = [SECRET_MARK] * len(public["orders"]["auth-tokens"])
     notification = public["orders"]["listeners"]["notification"]
     if notification.get("webhook-url"):
         notification["webhook-url"] = SECRET_MARK

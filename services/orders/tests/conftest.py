@@ -8,16 +8,11 @@ its metrics directly.
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -25,7 +20,6 @@ from clusterforge_orders import (
     NotificationSender,
     OrderServiceRuntime,
     OrderServiceSettings,
-    create_app,
 )
 from clusterforge_orders.runtime import DEFAULT_DELIVERY_STOP_SECONDS
 from clusterforge_orders.sinks import DeliverySink
@@ -35,6 +29,7 @@ from orders_testing import (
     StandInCertificates,
     StandInCluster,
     make_test_certificates,
+    serve_in_thread,
 )
 
 POSTGRES_URL_VARIABLE = "CLUSTERFORGE_TEST_POSTGRES_URL"
@@ -116,30 +111,7 @@ def start_server(open_runtime: RuntimeFactory) -> Iterator[ServerFactory]:
         )
         if before_start is not None:
             before_start(runtime)
-        listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind(("127.0.0.1", 0))
-        port = listening.getsockname()[1]
-        config = uvicorn.Config(
-            create_app(runtime=runtime), log_level="warning", access_log=False, lifespan="on"
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [listening]}, name="test-uvicorn", daemon=True
-        )
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.01)
-        base_url = f"http://127.0.0.1:{port}"
-        running = RunningServer(
-            runtime=runtime,
-            base_url=base_url,
-            client=httpx.Client(base_url=base_url, timeout=30),
-            server=server,
-            thread=thread,
-        )
+        running = serve_in_thread(runtime)
         servers.append(running)
         return running
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import ssl
 import subprocess
 import threading
@@ -17,7 +18,13 @@ from typing import Any
 import httpx
 import uvicorn
 
-from clusterforge_orders import OrderServiceRuntime, OrderServiceSettings, load_settings
+from clusterforge_orders import (
+    OrderServiceRuntime,
+    OrderServiceSettings,
+    create_app,
+    load_settings,
+)
+from clusterforge_orders.http_guard import guarded_protocol
 from clusterforge_orders.sinks import DeliveryResult, OrderDocument
 
 
@@ -80,6 +87,45 @@ class RunningServer:
         self.server.should_exit = True
         self.thread.join(timeout=60)
         assert not self.thread.is_alive(), "server did not stop"
+
+
+def serve_in_thread(runtime: OrderServiceRuntime) -> RunningServer:
+    """The real app under uvicorn on a free 127.0.0.1 port, in a thread of this process.
+
+    It runs the protocol the console script runs (http_guard), with the settings' limits.
+    """
+    settings = runtime.settings
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(runtime=runtime),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http=guarded_protocol(
+            max_header_bytes=settings.orders.max_header_bytes,
+            read_timeout_seconds=settings.orders.read_timeout_seconds,
+        ),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listening]}, name="test-uvicorn", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.01)
+    base_url = f"http://127.0.0.1:{port}"
+    return RunningServer(
+        runtime=runtime,
+        base_url=base_url,
+        client=httpx.Client(base_url=base_url, timeout=30),
+        server=server,
+        thread=thread,
+    )
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:

@@ -53,6 +53,7 @@ def test_yaml_file_then_environment(tmp_path: Path) -> None:
         "      fallback-execution: true\n",
         encoding="utf-8",
     )
+    config.chmod(0o600)
     settings = load_settings(
         environ={"CLUSTERFORGE_ORDERS_CONFIG": str(config), "EVENT_ASYNC_MAX_POOL_SIZE": "6"}
     )
@@ -97,6 +98,7 @@ def test_invalid_settings_name_the_key(environ: dict[str, str], expected: str) -
 def test_unknown_yaml_key_is_refused(tmp_path: Path) -> None:
     config = tmp_path / "orders.yml"
     config.write_text("event:\n  async:\n    core-size: 2\n", encoding="utf-8")
+    config.chmod(0o600)
     with pytest.raises(ConfigurationError, match="core-size"):
         load_settings(config_file=config, environ={})
 
@@ -111,6 +113,7 @@ def test_a_yaml_error_never_echoes_the_file(tmp_path: Path) -> None:
         "  search: {password: 'Other-secret', urls: [\n",
         encoding="utf-8",
     )
+    config.chmod(0o600)
     with pytest.raises(ConfigurationError) as caught:
         load_settings(config_file=config, environ={})
     message = str(caught.value)

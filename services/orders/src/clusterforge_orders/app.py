@@ -6,7 +6,11 @@ Decisions for what the spec leaves "not shown" (documented in docs/orders.md):
 - every rejection is a JSON object ``{"error", "message", "violations"}``; a validation
   rejection is 400 and lists every broken rule as ``{"field", "message"}``;
 - malformed JSON is 400 ``malformed_json``; a body that is not declared JSON is 415;
-  a body over 64 KiB is 413;
+  a body over 64 KiB is 413; request line and headers over ``orders.max-header-bytes``
+  are 431 and a request not received whole within ``orders.read-timeout-seconds`` is
+  408 (both http_guard.py);
+- with tokens configured, POST /orders and GET /metrics without a valid bearer token are
+  401 (auth.py); GET /health and the OpenAPI document stay open;
 - a failing synchronous listener (or any other failure) is 500 ``order_not_created``,
   and nothing of the order is stored.
 """
@@ -21,7 +25,9 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
+from .auth import BearerTokenMiddleware
 from .errors import (
     FieldViolation,
     RequestBodyTooLargeError,
@@ -30,7 +36,13 @@ from .errors import (
     UnsupportedMediaTypeError,
 )
 from .metrics import PROMETHEUS_CONTENT_TYPE
-from .models import parse_order_create_request
+from .models import (
+    MAX_FRACTION_DIGITS,
+    MAX_INTEGER_DIGITS,
+    MAX_PRODUCT_NAME_CHARS,
+    MAX_USER_ID_CHARS,
+    parse_order_create_request,
+)
 from .runtime import OrderServiceRuntime
 
 logger = logging.getLogger(__name__)
@@ -40,6 +52,52 @@ MAX_BODY_BYTES = 64 * 1024
 # one writer) and starve eventTaskExecutor's threads of the GIL, so listeners fall behind.
 ORDER_WORKER_THREADS = 8
 JSON_MEDIA_TYPE = "application/json"
+BEARER_SCHEME = "bearerToken"
+# userId and productName: something other than white space, and no NUL anywhere.
+TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+_ERROR_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "required": ["error", "message", "violations"],
+    "properties": {
+        "error": {"type": "string"},
+        "message": {"type": "string"},
+        "violations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def _error_response(description: str) -> dict[str, object]:
+    return {"description": description, "content": {JSON_MEDIA_TYPE: {"schema": _ERROR_SCHEMA}}}
+
+
+_UNAUTHORIZED = _error_response(
+    "Missing or wrong bearer token (when orders.auth-tokens is set; WWW-Authenticate: Bearer)"
+)
+_EDGE_RESPONSES: dict[int | str, dict[str, object]] = {
+    "408": _error_response(
+        "The request did not arrive whole within orders.read-timeout-seconds (10 s)"
+    ),
+    "431": _error_response("Request line and headers exceed orders.max-header-bytes (16 KiB)"),
+}
+_ORDER_RESPONSE_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "required": ["orderId", "userId", "productName", "amount", "createTime"],
+    "properties": {
+        "orderId": {"type": "string"},
+        "userId": {"type": "string"},
+        "productName": {"type": "string"},
+        "amount": {"type": "number"},
+        "createTime": {"type": "string"},
+    },
+}
 
 
 def _error_body(code: str, message: str, violations: tuple[FieldViolation, ...] = ()) -> bytes:
@@ -70,6 +128,7 @@ async def _read_body(request: Request) -> bytes:
         raise RequestBodyTooLargeError(f"request body exceeds {MAX_BODY_BYTES} bytes")
     chunks: list[bytes] = []
     size = 0
+    # A client gone mid-body raises ClientDisconnect here; the handler logs it in one line.
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY_BYTES:
@@ -93,11 +152,32 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.state.runtime = runtime
+    app.add_middleware(BearerTokenMiddleware, accepted_tokens=runtime.accepted_tokens)
+    # Secured operations name the scheme only when tokens are configured, so the document
+    # says what this instance enforces.
+    security: list[dict[str, list[str]]] = [{BEARER_SCHEME: []}] if runtime.accepted_tokens else []
+    secured_responses: dict[int | str, dict[str, object]] = (
+        {"401": _UNAUTHORIZED} if runtime.accepted_tokens else {}
+    )
     order_workers = anyio.CapacityLimiter(ORDER_WORKER_THREADS)
 
     @app.post(
         "/orders",
+        summary="Create an order",
+        responses={
+            "200": {
+                "description": "The order, stored",
+                "content": {JSON_MEDIA_TYPE: {"schema": _ORDER_RESPONSE_SCHEMA}},
+            },
+            "400": _error_response("Malformed JSON or broken validation rules (violations)"),
+            **secured_responses,
+            "413": _error_response("Body over 64 KiB"),
+            "415": _error_response("Body not declared as application/json"),
+            **_EDGE_RESPONSES,
+            "500": _error_response("A synchronous listener failed; nothing was stored"),
+        },
         openapi_extra={
+            "security": security,
             "requestBody": {
                 "required": True,
                 "content": {
@@ -106,14 +186,34 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
                             "type": "object",
                             "required": ["userId", "productName", "amount"],
                             "properties": {
-                                "userId": {"type": "string", "minLength": 1},
-                                "productName": {"type": "string", "minLength": 1},
-                                "amount": {"type": "number", "minimum": 1},
+                                # pattern: not blank (a space alone is refused) and no
+                                # NUL (PostgreSQL text cannot hold it).
+                                "userId": {
+                                    "type": "string",
+                                    "minLength": 1,
+                                    "maxLength": MAX_USER_ID_CHARS,
+                                    "pattern": TEXT_PATTERN,
+                                },
+                                "productName": {
+                                    "type": "string",
+                                    "minLength": 1,
+                                    "maxLength": MAX_PRODUCT_NAME_CHARS,
+                                    "pattern": TEXT_PATTERN,
+                                },
+                                "amount": {
+                                    "type": "number",
+                                    "minimum": 1,
+                                    "exclusiveMaximum": 10**MAX_INTEGER_DIGITS,
+                                    "description": (
+                                        f"At most {MAX_INTEGER_DIGITS} integer and "
+                                        f"{MAX_FRACTION_DIGITS} fraction digits"
+                                    ),
+                                },
                             },
                         }
                     }
                 },
-            }
+            },
         },
     )
     async def create_order(request: Request) -> Response:
@@ -121,6 +221,14 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
             if not _is_json_content_type(request.headers.get("content-type")):
                 raise UnsupportedMediaTypeError("send the order as Content-Type: application/json")
             order_request = parse_order_create_request(await _read_body(request))
+        except ClientDisconnect:
+            # Nothing to answer and nothing stored: one line, not a traceback.
+            client = request.client
+            logger.info(
+                "client %s disconnected before sending the whole order; nothing stored",
+                f"{client.host}:{client.port}" if client else "(unknown)",
+            )
+            return Response(status_code=400)
         except RequestRejectedError as rejection:
             return _json_response(
                 rejection.status_code,
@@ -142,7 +250,11 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
             )
         return _json_response(200, response.to_json())
 
-    @app.get("/health")
+    @app.get(
+        "/health",
+        summary="Health of the database and eventTaskExecutor (never needs a token)",
+        responses={"503": {"description": "The database or eventTaskExecutor is down"}},
+    )
     async def health() -> Response:
         database_up = await run_in_threadpool(runtime.database.is_reachable)
         executor_up = not runtime.executor.is_shut_down
@@ -154,8 +266,24 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
         }
         return _json_response(200 if status == "UP" else 503, json.dumps(body).encode())
 
-    @app.get("/metrics")
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics",
+        responses={
+            "200": {"description": "Prometheus text", "content": {"text/plain": {}}},
+            **secured_responses,
+            **_EDGE_RESPONSES,
+        },
+        openapi_extra={"security": security},
+    )
     async def metrics() -> Response:
         return Response(content=runtime.render_metrics(), media_type=PROMETHEUS_CONTENT_TYPE)
 
+    if runtime.accepted_tokens:
+        app.openapi_schema = None
+        schema = app.openapi()
+        schema.setdefault("components", {}).setdefault("securitySchemes", {})[BEARER_SCHEME] = {
+            "type": "http",
+            "scheme": "bearer",
+        }
     return app

@@ -3,8 +3,12 @@
     clusterforge-orders --host 127.0.0.1 --port 8082 --database-url sqlite:///orders.db
 
 Every flag is optional; the YAML file (``--config`` or ``CLUSTERFORGE_ORDERS_CONFIG``)
-and the environment supply the rest. A database password belongs in the environment
-(``ORDERS_DATABASE_URL``) or the YAML file, never on the command line.
+and the environment supply the rest. A database password and the bearer tokens belong in
+the environment (``ORDERS_DATABASE_URL``, ``ORDERS_AUTH_TOKENS``), the YAML file or the
+token file (``orders.auth-tokens-file``), never on the command line. The YAML and token
+files must not be readable by others (``chmod 600``; see settings.check_private_file).
+
+Bad settings end the start with one line naming the setting and the fix, exit status 2.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import uvicorn
 
 from .app import create_app
 from .errors import OrdersError
-from .logsafe import LOG_FORMAT, SingleLineFormatter
+from .http_guard import guarded_protocol
+from .logsafe import configure_logging
 from .runtime import OrderServiceRuntime
 from .settings import load_settings
 
@@ -57,7 +62,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OrdersError as error:
         print(f"clusterforge-orders: {error}", file=sys.stderr)
         return 2
-    log_level = settings.orders.log_level.upper()
     # The logging HOWTO's "Optimization" knobs for what LOG_FORMAT never prints: the
     # caller's file and line (a stack walk per record), the process id and the
     # multiprocessing process name. The default notification sender logs one line per
@@ -65,9 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging._srcfile = None
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler()
-    handler.setFormatter(SingleLineFormatter(LOG_FORMAT))
-    logging.basicConfig(level=log_level, handlers=[handler])
+    configure_logging(settings.orders.log_level)
     try:
         runtime = OrderServiceRuntime.open(settings)
     except OrdersError as error:
@@ -79,7 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=settings.orders.host,
             port=settings.orders.port,
             access_log=settings.orders.access_log,
-            log_level=settings.orders.log_level.lower(),
+            log_level=settings.orders.log_level,
+            http=guarded_protocol(
+                max_header_bytes=settings.orders.max_header_bytes,
+                read_timeout_seconds=settings.orders.read_timeout_seconds,
+            ),
             log_config=None,
             timeout_graceful_shutdown=None,
         )

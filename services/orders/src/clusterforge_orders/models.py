@@ -28,10 +28,12 @@ AMOUNT_OUT_OF_RANGE = "订单金额超出范围"
 USER_ID_INVALID_CHARACTERS = "用户ID包含无效字符"
 PRODUCT_NAME_INVALID_CHARACTERS = "商品名称包含无效字符"
 PRODUCT_NAME_TOO_LONG = "商品名称不能超过200个字符"
+USER_ID_TOO_LONG = "用户ID不能超过200个字符"
 
-# In characters (code points). Long enough for any real product title, short enough that
-# a client cannot store, index, log and notify kilobytes per order.
+# In characters (code points). Long enough for any real product title or user id, short
+# enough that a client cannot store, index, log and notify kilobytes per order.
 MAX_PRODUCT_NAME_CHARS = 200
+MAX_USER_ID_CHARS = 200
 
 MINIMUM_AMOUNT = Decimal(1)
 # Bounds the digits a client can make us store and echo (the spec sets no maximum).
@@ -244,6 +246,8 @@ def validate_order_create_request(document: dict[str, Any]) -> OrderCreateReques
         type_message=USER_ID_NOT_STRING,
         invalid_message=USER_ID_INVALID_CHARACTERS,
         violations=violations,
+        max_chars=MAX_USER_ID_CHARS,
+        too_long_message=USER_ID_TOO_LONG,
     )
     product_name = _check_text(
         document,

@@ -67,6 +67,8 @@ class OrderServiceRuntime:
     sender: NotificationSender
     outbox: Outbox
     relay: OutboxRelay | None
+    # Bearer tokens POST /orders and GET /metrics require (empty: open, loopback only).
+    accepted_tokens: frozenset[str] = frozenset()
     delivery_stop_seconds: float = DEFAULT_DELIVERY_STOP_SECONDS
     _closed: bool = field(default=False, init=False)
     _close_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -87,12 +89,25 @@ class OrderServiceRuntime:
         shorten it, and ``delivery_stop_seconds``. ``sink`` replaces the one the settings
         describe (tests).
         """
+        # First: a token file that cannot be used stops the start before anything is opened.
+        accepted_tokens = settings.orders.accepted_tokens()
         database = Database(
             url=settings.orders.database_url,
             connect_timeout_seconds=settings.orders.database_connect_timeout_seconds,
         )
-        database.migrate()
+        try:
+            database.migrate()
+        except BaseException:
+            database.dispose()
+            raise
         logger.info("order database ready at %s", database.display_url)
+        sync_on = settings.orders.listeners.after_commit_sync.enabled
+        try:
+            # Before any thread starts: a CA file that cannot be used stops the start cleanly.
+            configured_sink = build_delivery_sink(settings) if sync_on and sink is None else None
+        except BaseException:
+            database.dispose()
+            raise
         pool = settings.event_async
         executor = ThreadPoolTaskExecutor(
             name=EVENT_TASK_EXECUTOR_NAME,
@@ -106,8 +121,7 @@ class OrderServiceRuntime:
         transactions = TransactionManager(database=database)
         bus = EventBus(executor=executor, metrics=metrics)
         sender = sender or build_notification_sender(settings)
-        sync_on = settings.orders.listeners.after_commit_sync.enabled
-        sink = sink if sink is not None else build_delivery_sink(settings) if sync_on else None
+        sink = sink if sink is not None else configured_sink
         outbox = Outbox(
             database=database,
             transactions=transactions,
@@ -155,6 +169,7 @@ class OrderServiceRuntime:
             sender=sender,
             outbox=outbox,
             relay=relay,
+            accepted_tokens=accepted_tokens,
             delivery_stop_seconds=delivery_stop_seconds,
         )
 

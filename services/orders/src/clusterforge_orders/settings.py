@@ -9,7 +9,9 @@ the environment, then command-line flags.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import stat
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -30,6 +32,85 @@ from .errors import ConfigurationError
 CONFIG_FILE_ENVIRONMENT_VARIABLE = "CLUSTERFORGE_ORDERS_CONFIG"
 DEFAULT_PORT = 8082
 DEFAULT_DATABASE_URL = "sqlite:///orders.db"
+MIN_TOKEN_LENGTH = 16
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+_PLACEHOLDER_TOKENS = {"changeme", "change-me", "secret", "token", "password", "example"}
+TOKEN_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"  # noqa: S105 (how to make one)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding ``host`` keeps the port on this machine (127.0.0.0/8, ::1, localhost).
+
+    A wildcard (0.0.0.0, ::, empty) or any other address or name reaches the network.
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def split_tokens(raw: str) -> list[str]:
+    """Tokens from a comma- or newline-separated text (the environment, a token file)."""
+    return [token.strip() for token in raw.replace("\n", ",").split(",") if token.strip()]
+
+
+def check_tokens(tokens: list[str], *, source: str) -> None:
+    """Refuse a placeholder or short token; the message names its position, never its text."""
+    for position, token in enumerate(tokens, start=1):
+        if token.lower() in _PLACEHOLDER_TOKENS or len(token) < MIN_TOKEN_LENGTH:
+            raise ValueError(
+                f"token #{position} in {source} is a placeholder or shorter than "
+                f"{MIN_TOKEN_LENGTH} characters; generate one, e.g. {TOKEN_RECIPE}"
+            )
+        if any(character.isspace() or not character.isprintable() for character in token):
+            raise ValueError(
+                f"token #{position} in {source} holds a space or control character, which "
+                f"an Authorization header cannot carry; generate one, e.g. {TOKEN_RECIPE}"
+            )
+
+
+def refuse_credentials_in_url(url: str, *, setting: str, fix: str) -> None:
+    """Refuse ``user:password@`` in a URL: URLs reach logs, credentials have their own settings.
+
+    The message never repeats the URL, since it holds the credentials.
+    """
+    _scheme, separator, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0] if separator else ""
+    if "@" in authority:
+        raise ValueError(
+            f"{setting} holds credentials (user:password@) in its URL, which would reach "
+            f"the log; remove them from the URL and {fix}"
+        )
+
+
+def check_private_file(path: Path, *, setting: str) -> None:
+    """Refuse a file that others may read, or its group unless it is root's with our group.
+
+    Accepted: no permission for group and others (``chmod 600``, any owner the service
+    can read as), or group read only (0640) when the file belongs to root and its group is
+    the service's own (the role deploys root:<service> 0640, so the service can read but
+    not rewrite its settings). Anything else could let another account read a token or
+    a password, and is refused naming the file and the fix.
+    """
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise ConfigurationError(
+            f"cannot read {setting} {path}: {error.strerror}; fix the path or the "
+            "permissions of its directory"
+        ) from None
+    mode = stat.S_IMODE(status.st_mode)
+    if not mode & 0o077:
+        return
+    if mode & 0o077 == 0o040 and status.st_uid == 0 and status.st_gid == os.getegid():
+        return
+    raise ConfigurationError(
+        f"{setting} {path} is readable or writable by group or others (mode {mode:04o}) and "
+        "may hold a secret; run: chmod 600 " + str(path) + " (0640 is accepted only for a "
+        "file owned by root whose group is the service's own group)"
+    )
 
 
 class _Section(BaseModel):
@@ -71,8 +152,24 @@ class NotificationListenerSettings(_Section):
     enabled: bool = True
     sender: NotificationSenderKind = NotificationSenderKind.LOGGING
     # A webhook URL often carries a token, so it is never logged.
-    webhook_url: str | None = Field(default=None, alias="webhook-url")
+    webhook_url: str | None = Field(default=None, alias="webhook-url", repr=False)
     webhook_timeout_seconds: float = Field(default=5.0, gt=0, alias="webhook-timeout-seconds")
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _no_credentials_in_webhook_url(cls, value: str | None) -> str | None:
+        if value:
+            if not value.startswith(("https://", "http://")):
+                raise ValueError(
+                    "orders.listeners.notification.webhook-url must be an http:// or "
+                    "https:// URL; set it to the receiver's URL"
+                )
+            refuse_credentials_in_url(
+                value,
+                setting="orders.listeners.notification.webhook-url",
+                fix="give the receiver's token in the query string, which is never logged",
+            )
+        return value
 
     @model_validator(mode="after")
     def _webhook_needs_url(self) -> NotificationListenerSettings:
@@ -130,7 +227,13 @@ class SearchSettings(_Section):
     def _complete_when_on(self) -> SearchSettings:
         if not self.urls:
             return self
-        for url in self.urls:
+        for position, url in enumerate(self.urls, start=1):
+            # Checked first: the other messages quote the URL.
+            refuse_credentials_in_url(
+                url,
+                setting=f"orders.search.urls #{position}",
+                fix="set orders.search.username and orders.search.password instead",
+            )
             if not url.startswith("https://"):
                 raise ValueError(
                     f"url {url!r} is not https; the service sends a password, so give "
@@ -182,9 +285,95 @@ class OrdersSection(_Section):
     )
     access_log: bool = Field(default=True, alias="access-log")
     log_level: str = Field(default="info", alias="log-level")
+    # HTTP limits (http_guard.py): request line plus headers, and the time a request may
+    # take to arrive whole; beyond them the answer is 431 or 408 and the connection closes.
+    max_header_bytes: int = Field(
+        default=16 * 1024, ge=1024, le=1024 * 1024, alias="max-header-bytes"
+    )
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=300, alias="read-timeout-seconds")
+    # Bearer tokens accepted on POST /orders and GET /metrics; /health stays open. Secrets:
+    # repr=False keeps them out of every repr, and no message repeats one.
+    auth_tokens: list[str] = Field(default_factory=list, alias="auth-tokens", repr=False)
+    # A file with more tokens, one a line (0600, see check_private_file); read at start.
+    auth_tokens_file: str | None = Field(default=None, alias="auth-tokens-file")
     listeners: ListenersSettings = Field(default_factory=ListenersSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     outbox: OutboxSettings = Field(default_factory=OutboxSettings)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        if value.lower() not in LOG_LEVELS:
+            raise ValueError(
+                f"orders.log-level {value!r} is not a log level; set it to one of "
+                + ", ".join(LOG_LEVELS)
+            )
+        return value.lower()
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database_url(cls, value: str) -> str:
+        # The URL itself is never repeated: it may hold the database password.
+        if not value.startswith(("sqlite:///", "postgresql+psycopg://")):
+            raise ValueError(
+                "orders.database-url must be sqlite:///<path> or "
+                "postgresql+psycopg://<user>@<host>/<database>; set it to one of those"
+            )
+        return value
+
+    @field_validator("auth_tokens", mode="before")
+    @classmethod
+    def _tokens_from_text(cls, value: object) -> object:
+        # The environment can only give a string: "token-a,token-b".
+        if isinstance(value, str):
+            return split_tokens(value)
+        return value
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _refuse_weak_tokens(cls, value: list[str]) -> list[str]:
+        check_tokens(value, source="orders.auth-tokens")
+        return value
+
+    @model_validator(mode="after")
+    def _token_required_off_loopback(self) -> OrdersSection:
+        # Whoever reaches the port could place orders and read the metrics.
+        if self.auth_tokens or self.auth_tokens_file or is_loopback_host(self.host):
+            return self
+        raise ValueError(
+            f"orders.auth-tokens is empty while orders.host is {self.host or '(every address)'!r}, "
+            "not a loopback address, so anyone who reaches the port could place orders; set "
+            f"orders.auth-tokens (or orders.auth-tokens-file) to a token made by {TOKEN_RECIPE}, "
+            "or bind orders.host to 127.0.0.1"
+        )
+
+    def accepted_tokens(self) -> frozenset[str]:
+        """The inline tokens plus those of ``auth-tokens-file`` (checked private, then read).
+
+        Raises ConfigurationError naming the file when it cannot be used.
+        """
+        tokens = list(self.auth_tokens)
+        if self.auth_tokens_file:
+            path = Path(self.auth_tokens_file)
+            check_private_file(path, setting="orders.auth-tokens-file")
+            try:
+                from_file = split_tokens(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as error:
+                reason = getattr(error, "strerror", None) or "not UTF-8 text"
+                raise ConfigurationError(
+                    f"cannot read orders.auth-tokens-file {path}: {reason}; fix the file"
+                ) from None
+            if not from_file:
+                raise ConfigurationError(
+                    f"orders.auth-tokens-file {path} holds no token; write one token a line, "
+                    f"e.g. made by {TOKEN_RECIPE}"
+                )
+            try:
+                check_tokens(from_file, source=f"orders.auth-tokens-file {path}")
+            except ValueError as error:
+                raise ConfigurationError(str(error)) from None
+            tokens.extend(from_file)
+        return frozenset(tokens)
 
 
 class OrderServiceSettings(_Section):
@@ -260,6 +449,7 @@ def load_settings(
     source = "defaults"
     if config_file is not None:
         source = str(config_file)
+        check_private_file(config_file, setting="settings file")
         try:
             loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
         except OSError as error:
@@ -284,12 +474,14 @@ def load_settings(
         variable = environment_variable_for(key)
         if variable in environ:
             _set_dotted(tree, key, environ[variable])
-            source = f"{source} + environment"
+            source = source if source.endswith(" + environment") else f"{source} + environment"
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(tree, key, value)
+            source = source if source.endswith(" + command line") else f"{source} + command line"
 
     try:
         return OrderServiceSettings.model_validate(tree)
     except ValidationError as error:
-        raise ConfigurationError(_describe_validation_error(error, source)) from error
+        # from None: the chained error's text would show the inputs, a token among them.
+        raise ConfigurationError(_describe_validation_error(error, source)) from None

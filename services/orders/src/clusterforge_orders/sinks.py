@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from .errors import ConfigurationError
+from .logsafe import url_for_log
 from .models import (
     OrderCreatedEvent,
     decimal_to_json_number,
@@ -134,7 +136,14 @@ class OpenSearchBulkSink:
         self._next_url = 0
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        context = ssl.create_default_context(cafile=ca_file)
+        try:
+            context = ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as error:
+            reason = getattr(error, "strerror", None) or "not a PEM certificate"
+            raise ConfigurationError(
+                f"orders.search.ca-file {ca_file} cannot be used ({reason}); set it to the "
+                "cluster's CA certificate file (PEM)"
+            ) from None
         context.check_hostname = True
         context.verify_mode = ssl.CERT_REQUIRED
         auth = httpx.BasicAuth(username, password or "") if username else None
@@ -190,6 +199,8 @@ class OpenSearchBulkSink:
     def _send(self, documents: list[OrderDocument]) -> dict[str, str]:
         """One bulk request; the failed order ids with the reason (empty: all indexed)."""
         url = self._url()
+        # What logs and the outbox's last_error show: no query, no user information.
+        shown = url_for_log(url)
         try:
             response = self._client.post(
                 f"{url}/_bulk",
@@ -198,18 +209,18 @@ class OpenSearchBulkSink:
             )
         except (httpx.HTTPError, RuntimeError) as error:
             # RuntimeError: a shutdown closed the client before this request started.
-            reason = f"{url} unreachable: {type(error).__name__}"
+            reason = f"{shown} unreachable: {type(error).__name__}"
             logger.warning("bulk delivery of %d order(s) failed: %s", len(documents), reason)
             return dict.fromkeys((document.order_id for document in documents), reason)
         if response.status_code != 200:
-            reason = f"{url} answered HTTP {response.status_code}"
+            reason = f"{shown} answered HTTP {response.status_code}"
             logger.warning("bulk delivery of %d order(s) failed: %s", len(documents), reason)
             return dict.fromkeys((document.order_id for document in documents), reason)
         try:
             answer = response.json()
             items: list[dict[str, Any]] = answer["items"]
         except (ValueError, KeyError, TypeError):
-            reason = f"{url} answered 200 without bulk items"
+            reason = f"{shown} answered 200 without bulk items"
             return dict.fromkeys((document.order_id for document in documents), reason)
         if not answer.get("errors"):
             return {}

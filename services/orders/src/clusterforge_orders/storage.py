@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -38,7 +39,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .errors import ConfigurationError
@@ -190,6 +191,34 @@ def _fast_sqlite_datetime(general: Callable[[Any], Any]) -> Callable[[Any], Any]
     return process
 
 
+def _create_private_sqlite_file(database: str | None) -> None:
+    """Create the SQLite file 0600 before SQLite does (it would honour the umask: 0644).
+
+    SQLite gives its -wal and -shm files the main file's permissions, so they are
+    private too. An existing file is left as it is. A missing directory is refused with
+    the fix, rather than SQLite's "unable to open database file" at the first query.
+    """
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    directory = os.path.dirname(os.path.abspath(database))
+    if not os.path.isdir(directory):
+        raise ConfigurationError(
+            f"orders.database-url names the SQLite file {database}, but its directory "
+            f"{directory} does not exist; create it (writable by the service's user) or set "
+            "orders.database-url to a file in an existing directory"
+        )
+    try:
+        descriptor = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as error:
+        raise ConfigurationError(
+            f"cannot create the SQLite file {database} (orders.database-url): "
+            f"{error.strerror}; make its directory writable by the service's user"
+        ) from None
+    os.close(descriptor)
+
+
 def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets /health read while an order is written; NORMAL keeps commits durable
@@ -208,14 +237,26 @@ class Database:
     ) -> None:
         try:
             parsed = make_url(url)
-        except ArgumentError as error:
+        except (ArgumentError, ValueError):
+            # from None: the parser's message quotes the URL, password included.
             raise ConfigurationError(
-                "database-url is not a SQLAlchemy URL; use e.g. sqlite:///orders.db or "
+                "orders.database-url is not a valid database URL; set it to e.g. "
+                "sqlite:////var/lib/clusterforge-orders/orders.db or "
                 "postgresql+psycopg://user@host/dbname"
-            ) from error
+            ) from None
         self.url = parsed
         self.dialect_name = parsed.get_backend_name()
+        if self.dialect_name in ("sqlite", "postgresql") and parsed.drivername not in (
+            "sqlite",
+            "sqlite+pysqlite",
+            "postgresql+psycopg",
+        ):
+            raise ConfigurationError(
+                f"orders.database-url uses the driver {parsed.drivername!r}, which the service "
+                "does not ship; set it to a sqlite:/// or postgresql+psycopg:// URL"
+            )
         if self.dialect_name == "sqlite":
+            _create_private_sqlite_file(parsed.database)
             self.engine: Engine = create_engine(
                 parsed,
                 connect_args={"check_same_thread": False},
@@ -249,8 +290,8 @@ class Database:
 
     @property
     def display_url(self) -> str:
-        """The URL without its password, for logs."""
-        return self.url.render_as_string(hide_password=True)
+        """The URL without its password and query (which may carry one), for logs."""
+        return self.url.set(query={}).render_as_string(hide_password=True)
 
     @contextlib.contextmanager
     def writer_slot(self) -> Iterator[None]:
@@ -258,14 +299,28 @@ class Database:
             yield
 
     def migrate(self, *, revision: str = "head") -> None:
-        """Bring the schema to ``revision``, the newest by default (Alembic ``upgrade``)."""
+        """Bring the schema to ``revision``, the newest by default (Alembic ``upgrade``).
+
+        A database that cannot be reached or opened raises ConfigurationError, one line.
+        """
         config = Config()
         location = resources.files(__package__).joinpath("migrations")
         config.set_main_option("script_location", str(location))
         config.set_main_option("version_table", ALEMBIC_VERSION_TABLE)
-        with self.writer_slot(), self.engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, revision)
+        try:
+            with self.writer_slot(), self.engine.begin() as connection:
+                config.attributes["connection"] = connection
+                command.upgrade(config, revision)
+        except OperationalError as error:
+            # The driver's own message (psycopg names host and port, never the password;
+            # SQLite says what it could not open), on one line, without SQLAlchemy's
+            # statement and link.
+            reason = " ".join(str(error.orig).split())
+            raise ConfigurationError(
+                f"cannot open the order database {self.display_url} (orders.database-url, "
+                f"waited at most orders.database-connect-timeout-seconds to connect): "
+                f"{reason}; check that it runs and accepts this URL"
+            ) from None
 
     def is_reachable(self) -> bool:
         try:
