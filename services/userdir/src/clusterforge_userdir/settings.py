@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -12,6 +15,12 @@ DEFAULT_DATABASE_URL = "sqlite:///./userdir.db"
 MAX_PAGE_SIZE = 100
 LIST_LIMIT = 1000
 MAX_REQUEST_BODY_BYTES = 64 * 1024
+# The request line and headers: a bearer token and the usual headers take well under
+# 2 KiB. Stock uvicorn (httptools) took 64 MB before authentication.
+DEFAULT_MAX_REQUEST_HEADER_BYTES = 16 * 1024
+# Seconds for the request line and headers, and again for the body: a client that sends
+# half a request held the connection (and a worker's memory) as long as it liked.
+DEFAULT_REQUEST_READ_TIMEOUT = 10.0
 MIN_TOKEN_LENGTH = 16
 # Seconds to wait for PostgreSQL to accept a connection. Without a bound, psycopg waits
 # 130 s for an address that drops packets, far past the role's health check, while
@@ -19,6 +28,88 @@ MIN_TOKEN_LENGTH = 16
 DEFAULT_DATABASE_CONNECT_TIMEOUT = 5
 MAX_DATABASE_CONNECT_TIMEOUT = 300
 _PLACEHOLDER_TOKENS = {"changeme", "change-me", "secret", "token", "password", "example"}
+DATABASE_URL_PREFIXES = ("sqlite:///", "postgresql+psycopg://")
+_DATABASE_URL_FIX = (
+    "set it to sqlite:///<path of the database file> or "
+    "postgresql+psycopg://<user>[:<password>]@<host>[:<port>]/<database>"
+)
+
+
+class SettingsFileError(ValueError):
+    """A settings or token file is missing, unreadable, or open to other users."""
+
+
+def check_private_file(path: Path, *, setting: str) -> None:
+    """Refuse a file that holds secrets when users other than the service could read it.
+
+    Accepted: no permission bits for others, and either none for the group (0600, 0400)
+    or, read-only for the group (0640, 0440), only when the file belongs to root and its
+    group is the group this process runs as, the way the toolkit's role deploys it
+    (root:<service> 0640): the service reads it, but cannot rewrite it.
+    """
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise SettingsFileError(
+            f"{setting}: {path} does not exist; create it or correct the path"
+        ) from None
+    except OSError as error:
+        raise SettingsFileError(
+            f"{setting}: cannot read {path} ({error.strerror}); correct its path or permissions"
+        ) from None
+    if not stat.S_ISREG(status.st_mode):
+        raise SettingsFileError(f"{setting}: {path} is not a regular file; point to the file")
+    mode = stat.S_IMODE(status.st_mode)
+    if mode & 0o007:
+        raise SettingsFileError(
+            f"{setting}: {path} is open to other users (mode {mode:04o}) and holds secrets; "
+            f"run chmod 600 {path}"
+        )
+    group_may_read = status.st_uid == 0 and status.st_gid == os.getegid()
+    if mode & 0o070 and (mode & 0o030 or not group_may_read):
+        raise SettingsFileError(
+            f"{setting}: {path} is open to its group (mode {mode:04o}, owner uid "
+            f"{status.st_uid}, group gid {status.st_gid}); run chmod 600 {path}, or give it "
+            f"to root with the service's group (gid {os.getegid()}) and mode 0640"
+        )
+
+
+def read_private_text(path: Path, *, setting: str) -> str:
+    check_private_file(path, setting=setting)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SettingsFileError(f"{setting}: {path} is not UTF-8 text; rewrite it") from None
+    except OSError as error:
+        raise SettingsFileError(
+            f"{setting}: cannot read {path} ({error.strerror}); correct its path or permissions"
+        ) from None
+
+
+def check_database_url(url: str) -> None:
+    """Refuse a URL the service cannot use, in a message that never shows the URL.
+
+    The URL is the one setting allowed to carry a password (it is how libpq takes one), so
+    it never appears in a message, a log line or a validation error.
+    """
+    if not url.startswith(DATABASE_URL_PREFIXES):
+        raise ValueError(f"the database URL has an unsupported scheme; {_DATABASE_URL_FIX}")
+    if url.startswith("sqlite:///"):
+        if url == "sqlite:///" or url.startswith("sqlite:///:memory:"):
+            raise ValueError(
+                "the database URL names no SQLite file (an in-memory database is lost at "
+                f"each start and not shared between workers); {_DATABASE_URL_FIX}"
+            )
+        return
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"the database URL cannot be parsed; {_DATABASE_URL_FIX}") from None
+    if not parts.hostname or not parts.path.strip("/"):
+        raise ValueError(f"the database URL lacks a host or a database name; {_DATABASE_URL_FIX}")
+    if port == 0:
+        raise ValueError(f"the database URL has port 0; {_DATABASE_URL_FIX}")
 
 
 class ServerSettings(BaseSettings):
@@ -43,6 +134,10 @@ class ServerSettings(BaseSettings):
     max_page_size: int = Field(default=MAX_PAGE_SIZE, ge=100)
     list_limit: int = Field(default=LIST_LIMIT, ge=1)
     max_request_body_bytes: int = Field(default=MAX_REQUEST_BODY_BYTES, ge=1024)
+    max_request_header_bytes: int = Field(
+        default=DEFAULT_MAX_REQUEST_HEADER_BYTES, ge=1024, le=1024 * 1024
+    )
+    request_read_timeout: float = Field(default=DEFAULT_REQUEST_READ_TIMEOUT, gt=0, le=300)
     migrate_on_start: bool = True
 
     @field_validator("auth_tokens")
@@ -51,10 +146,18 @@ class ServerSettings(BaseSettings):
         _check_tokens(_split_tokens(value.get_secret_value()), source="auth_tokens")
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _refuse_unusable_database_url(cls, value: str) -> str:
+        check_database_url(value)
+        return value
+
     def accepted_tokens(self) -> frozenset[str]:
+        """The configured tokens; reading the token file checks its permissions first."""
         tokens = _split_tokens(self.auth_tokens.get_secret_value())
         if self.auth_tokens_file is not None:
-            from_file = _split_tokens(self.auth_tokens_file.read_text(encoding="utf-8"))
+            text = read_private_text(self.auth_tokens_file, setting="auth_tokens_file")
+            from_file = _split_tokens(text)
             _check_tokens(from_file, source=str(self.auth_tokens_file))
             tokens.extend(from_file)
         return frozenset(tokens)
