@@ -216,7 +216,15 @@ class RequestContextMiddleware:
                     timeout,
                 )
                 raise RequestBodyTimeoutError(timeout=timeout) from None
-            if message["type"] == "http.request":
+            if message["type"] == "http.disconnect":
+                body_complete = True
+                logger.info(
+                    "client %s left before sending the whole body of %s %s",
+                    _client_address(scope),
+                    scope["method"],
+                    scope["path"],
+                )
+            elif message["type"] == "http.request":
                 body_complete = not message.get("more_body", False)
                 received += len(message.get("body", b""))
                 if received > limit:
