@@ -343,6 +343,10 @@ def _install_error_handlers(app: FastAPI) -> None:
             # The rest of a late body may still come; the connection cannot be reused.
             return error(408, str(exc.__cause__), headers={"Connection": "close"})
         status = exc.status_code
+        if status == 400:
+            # A body FastAPI could not read (not UTF-8, say): a bad parameter like any
+            # other, so the envelope endpoints answer it in an envelope too.
+            return answer(request, 400, f"{exc.detail}; send a JSON body in UTF-8")
         response = error(status, str(exc.detail))
         if exc.headers:
             response.headers.update(exc.headers)
