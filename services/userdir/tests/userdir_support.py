@@ -43,15 +43,20 @@ class RunningServer:
         self.thread.join(timeout=10)
 
 
-def serve_in_thread(app: Any, *, port: int | None = None) -> RunningServer:
-    """Run ``app`` with uvicorn on 127.0.0.1 in a daemon thread, ready when this returns."""
+def serve_in_thread(
+    app: Any, *, port: int | None = None, log_level: str = "warning"
+) -> RunningServer:
+    """Run ``app`` with uvicorn on 127.0.0.1 in a daemon thread, ready when this returns.
+
+    ``log_level="info"`` turns uvicorn's access log on, for tests that read it.
+    """
     port = port or free_port()
     # The service's own protocol, as the CLI runs it: its header limits are under test too.
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port,
-        log_level="warning",
+        log_level=log_level,
         lifespan="on",
         http=BoundedHttpToolsProtocol,
     )
