@@ -161,6 +161,8 @@ def migrate(settings: ServerSettings) -> None:
         engine = create_database_engine(
             settings.database_url, connect_timeout=settings.database_connect_timeout
         )
+    except DatabaseLocationError as error:
+        raise SettingsError(f"{database}: {error}") from None
     except (ArgumentError, NoSuchModuleError, ModuleNotFoundError) as error:
         # SQLAlchemy's messages quote the URL, which may hold a password.
         raise SettingsError(
@@ -196,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = read_settings(arguments)
         migrate(settings)
-    except (SettingsError, SettingsFileError, DatabaseLocationError) as problem:
+    except (SettingsError, SettingsFileError) as problem:
         _fail(_one_line(problem))
     except ValueError as problem:
         # The settings' own checks (weak tokens) name the setting and the fix.

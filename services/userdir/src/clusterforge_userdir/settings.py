@@ -113,7 +113,11 @@ class ServerSettings(BaseSettings):
         """The configured tokens; reading the token file checks its permissions first."""
         tokens = _split_tokens(self.auth_tokens.get_secret_value())
         if self.auth_tokens_file is not None:
-            text = read_private_text(self.auth_tokens_file, setting="auth_tokens_file")
+            text = read_private_text(
+                self.auth_tokens_file,
+                setting="auth_tokens_file (--auth-tokens-file, "
+                "CLUSTERFORGE_USERDIR_AUTH_TOKENS_FILE)",
+            )
             from_file = _split_tokens(text)
             _check_tokens(from_file, source=str(self.auth_tokens_file))
             tokens.extend(from_file)

@@ -183,7 +183,7 @@ def prepare_sqlite_file(database_url: str) -> None:
     path = Path(location)
     if not path.parent.is_dir():
         raise DatabaseLocationError(
-            f"database_url: the directory {path.parent} of the SQLite file does not exist; "
+            f"the directory {path.parent} of the SQLite file does not exist; "
             "create it (writable by the service) or point the URL to an existing directory"
         )
     try:
@@ -192,7 +192,7 @@ def prepare_sqlite_file(database_url: str) -> None:
         return
     except OSError as error:
         raise DatabaseLocationError(
-            f"database_url: cannot create the SQLite file {path} ({error.strerror}); make "
+            f"cannot create the SQLite file {path} ({error.strerror}); make "
             "its directory writable by the service or point the URL elsewhere"
         ) from None
     os.close(descriptor)
