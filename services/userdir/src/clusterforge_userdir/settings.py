@@ -58,13 +58,12 @@ def check_database_url(url: str) -> None:
                 f"each start and not shared between workers); {_DATABASE_URL_FIX}"
             )
         return
+    # Host and database may both be absent (libpq then takes the Unix socket and the
+    # user's name, or ?host=/run/postgresql), so only the syntax is checked here.
     try:
-        parts = urlsplit(url)
-        port = parts.port
+        port = urlsplit(url).port
     except ValueError:
         raise ValueError(f"the database URL cannot be parsed; {_DATABASE_URL_FIX}") from None
-    if not parts.hostname or not parts.path.strip("/"):
-        raise ValueError(f"the database URL lacks a host or a database name; {_DATABASE_URL_FIX}")
     if port == 0:
         raise ValueError(f"the database URL has port 0; {_DATABASE_URL_FIX}")
 
