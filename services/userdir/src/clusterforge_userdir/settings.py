@@ -81,7 +81,8 @@ class ServerSettings(BaseSettings):
         env_prefix="CLUSTERFORGE_USERDIR_", extra="ignore", hide_input_in_errors=True
     )
 
-    database_url: str = DEFAULT_DATABASE_URL
+    # Out of repr: it may carry the PostgreSQL password.
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, repr=False)
     database_connect_timeout: int = Field(
         default=DEFAULT_DATABASE_CONNECT_TIMEOUT, ge=2, le=MAX_DATABASE_CONNECT_TIMEOUT
     )
