@@ -105,7 +105,8 @@ def load_settings_file(path: Path) -> None:
     checked here; the values are ServerSettings' to judge.
     """
     text = read_private_text(path, setting="settings file")
-    values = dotenv_values(stream=io.StringIO(text))
+    # Literal values: a token may hold "${...}", which is not a variable to expand.
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
     for name, value in values.items():
         if not name.startswith(ENVIRONMENT_PREFIX) or name == SETTINGS_FILE_VARIABLE:
             raise SettingsError(
