@@ -266,3 +266,17 @@ def test_the_debug_log_keeps_query_strings_out(caplog: pytest.LogCaptureFixture)
     logged = " ".join(record.getMessage() for record in caplog.records)
     assert "/mock-api/users" in logged
     assert "QUERY-SECRET-1d4e" not in logged
+
+
+def test_a_body_that_is_not_json_raises_a_typed_error() -> None:
+    def answer(connection: socket.socket) -> None:
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 9\r\n\r\nnot json!"
+        )
+
+    with raw_server(answer) as base_url:
+        client = client_for(base_url)
+        full = client.exchange("GET", "/mock-api/health")
+        client.close()
+    with pytest.raises(RemoteAccessError):
+        full.json()

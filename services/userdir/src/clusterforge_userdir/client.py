@@ -222,7 +222,12 @@ class FullResponse:
         return value
 
     def json(self) -> Any:
-        return json.loads(self.text) if self.text else None
+        """The body as JSON (None when empty); a body that is not JSON raises
+        :class:`RemoteAccessError` wrapping the cause, like :meth:`decode`."""
+        try:
+            return json.loads(self.text) if self.text else None
+        except ValueError as failure:
+            raise RemoteAccessError(remote_service=self.remote_service, cause=failure) from failure
 
     def decode(self, model: type[M]) -> M:
         """The body as ``model`` (e.g. UserResponse, or ThirdUserResponse for snake_case).
