@@ -1,6 +1,7 @@
 """The client installs and works without the server's dependencies.
 
-The base install of ``clusterforge-userdir`` declares httpx, pydantic and PyYAML only;
+The base install of ``clusterforge-userdir`` declares httpx (and httpcore, which the
+client's deadline uses directly), pydantic and PyYAML only;
 FastAPI, SQLAlchemy and the rest come with the ``server`` extra. The fresh-virtualenv test
 cannot reach a package index, so a stand-in for it is used: a folder holding only the
 client's dependency closure (taken from this environment's installed distributions, by
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-CLIENT_REQUIREMENTS = {"httpx", "pydantic", "pyyaml"}
+CLIENT_REQUIREMENTS = {"httpx", "httpcore", "pydantic", "pyyaml"}
 SERVER_ONLY = {"fastapi", "sqlalchemy", "alembic", "uvicorn", "psycopg", "pydantic-settings"}
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "clusterforge_userdir"
 

@@ -102,6 +102,7 @@ def test_cli_defaults_to_sqlite_in_the_working_directory_and_data_survives_resta
 def test_cli_takes_tokens_from_a_file_and_refuses_weak_ones(tmp_path: Path) -> None:
     weak = tmp_path / "weak-tokens"
     weak.write_text("changeme\n", encoding="utf-8")
+    weak.chmod(0o600)  # the file is judged by its content here, not refused for its mode
     refused = subprocess.run(
         [
             sys.executable,
@@ -116,12 +117,13 @@ def test_cli_takes_tokens_from_a_file_and_refuses_weak_ones(tmp_path: Path) -> N
         timeout=60,
         check=False,
     )
-    assert refused.returncode != 0
+    assert refused.returncode == 2
     assert "placeholder or shorter" in refused.stderr
     assert "changeme" not in refused.stderr
 
     strong = tmp_path / "tokens"
     strong.write_text("cli-token-0123456789abcdef\n", encoding="utf-8")
+    strong.chmod(0o600)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     process = start_cli(

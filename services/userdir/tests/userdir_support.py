@@ -15,6 +15,8 @@ from typing import Any
 
 import uvicorn
 
+from clusterforge_userdir.http_limits import BoundedHttpToolsProtocol
+
 POSTGRES_URL_VARIABLE = "CLUSTERFORGE_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
     "PostgreSQL tests need a server: set CLUSTERFORGE_TEST_POSTGRES_URL, "
@@ -41,10 +43,23 @@ class RunningServer:
         self.thread.join(timeout=10)
 
 
-def serve_in_thread(app: Any, *, port: int | None = None) -> RunningServer:
-    """Run ``app`` with uvicorn on 127.0.0.1 in a daemon thread, ready when this returns."""
+def serve_in_thread(
+    app: Any, *, port: int | None = None, log_level: str = "warning"
+) -> RunningServer:
+    """Run ``app`` with uvicorn on 127.0.0.1 in a daemon thread, ready when this returns.
+
+    ``log_level="info"`` turns uvicorn's access log on, for tests that read it.
+    """
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    # The service's own protocol, as the CLI runs it: its header limits are under test too.
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        http=BoundedHttpToolsProtocol,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()

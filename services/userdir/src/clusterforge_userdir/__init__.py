@@ -21,10 +21,13 @@ from .client import FullResponse, UserDirectoryClient, new_trace_id
 from .client_config import ClientConfig, StatusStyle, load_client_config, parse_duration
 from .envelope import is_success_lenient, is_success_strict, unwrap_lenient, unwrap_strict
 from .errors import (
+    CallDeadlineExceededError,
     ClientConfigError,
     DuplicateUsernameError,
     RemoteAccessError,
     RemoteCallError,
+    RequestEncodingError,
+    ResponseTooLargeError,
     UrlTemplateError,
     UserDirectoryError,
     UserNotFoundError,
@@ -70,6 +73,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ApiResult",
+    "CallDeadlineExceededError",
     "ClientConfig",
     "ClientConfigError",
     "DuplicateUsernameError",
@@ -77,6 +81,8 @@ __all__ = [
     "PageResponse",
     "RemoteAccessError",
     "RemoteCallError",
+    "RequestEncodingError",
+    "ResponseTooLargeError",
     "ServerSettings",
     "StatusStyle",
     "ThirdUserResponse",

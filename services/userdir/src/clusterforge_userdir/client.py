@@ -12,6 +12,16 @@ Built on ``httpx.Client``. The spec's pool settings map onto it like this:
   semaphore of 50 that a request holds while it runs.
 
 Every call runs on the calling thread, and the client is safe to share between threads.
+
+Two bounds hold for the call as a whole, whatever the per-step timeouts say:
+
+- ``total_timeout``: pool wait, connect, send, headers and body together. The socket
+  reads and writes of a call get at most the time left (through a network backend
+  that clamps each one), so a server sending a byte a second cannot stretch a call past
+  it; :class:`CallDeadlineExceededError` says so.
+- ``max_response_bytes``: the body is read in pieces and the call stops with
+  :class:`ResponseTooLargeError` as soon as it is longer (a declared Content-Length over
+  the limit stops it before any of the body is read).
 """
 
 from __future__ import annotations
@@ -25,14 +35,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import httpcore
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from .client_config import ClientConfig
 from .envelope import unwrap_lenient
 from .errors import (
+    CallDeadlineExceededError,
     RemoteAccessError,
     RemoteCallError,
+    RequestEncodingError,
+    ResponseTooLargeError,
     UserDirectoryError,
     cut_body,
 )
@@ -57,6 +71,120 @@ _UNLOGGED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"}
 _USER_LIST = TypeAdapter(list[UserResponse])
 
 EnvelopeUnwrapper = Callable[[ApiResult[Any] | None], Any]
+
+
+class _CallDeadlinePassedError(Exception):
+    """Raised inside the network layer when the calling thread's deadline has passed."""
+
+
+# The deadline of the call running on this thread; the network backend reads it.
+_current_call = threading.local()
+
+
+def _within_deadline(step: Callable[[float | None], T], timeout: float | None) -> T:
+    """Run one socket step with its timeout cut to the time the call has left."""
+    deadline: float | None = getattr(_current_call, "deadline", None)
+    if deadline is None:
+        return step(timeout)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _CallDeadlinePassedError
+    try:
+        return step(left if timeout is None else min(timeout, left))
+    except httpcore.TimeoutException:
+        if time.monotonic() >= deadline:
+            raise _CallDeadlinePassedError from None
+        raise
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return _within_deadline(lambda left: self._stream.read(max_bytes, left), timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        _within_deadline(lambda left: self._stream.write(buffer, left), timeout)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            _within_deadline(
+                lambda left: self._stream.start_tls(ssl_context, server_hostname, left), timeout
+            )
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's socket backend, each connect, read and write cut to the call's deadline."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            _within_deadline(
+                lambda left: self._backend.connect_tcp(
+                    host, port, left, local_address, socket_options
+                ),
+                timeout,
+            )
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            _within_deadline(
+                lambda left: self._backend.connect_unix_socket(path, left, socket_options),
+                timeout,
+            )
+        )
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport over :class:`_DeadlineBackend`.
+
+    httpx takes no network backend, so its pool is rebuilt with the same limits; the
+    client uses neither a proxy nor HTTP/2, the only other things the pool would carry.
+    """
+
+    def __init__(self, *, limits: httpx.Limits) -> None:
+        super().__init__(limits=limits, trust_env=False)
+        self._pool.close()
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_DeadlineBackend(),
+        )
+
+
+def _url_for_log(url: httpx.URL) -> str:
+    """The URL without its query string, which may carry a secret."""
+    return str(url.copy_with(query=None, fragment=None))
 
 
 def new_trace_id() -> str:
@@ -94,7 +222,12 @@ class FullResponse:
         return value
 
     def json(self) -> Any:
-        return json.loads(self.text) if self.text else None
+        """The body as JSON (None when empty); a body that is not JSON raises
+        :class:`RemoteAccessError` wrapping the cause, like :meth:`decode`."""
+        try:
+            return json.loads(self.text) if self.text else None
+        except ValueError as failure:
+            raise RemoteAccessError(remote_service=self.remote_service, cause=failure) from failure
 
     def decode(self, model: type[M]) -> M:
         """The body as ``model`` (e.g. UserResponse, or ThirdUserResponse for snake_case).
@@ -139,6 +272,10 @@ class UserDirectoryClient:
     ) -> None:
         self.config = config or ClientConfig()
         self._unwrap_envelope = envelope_unwrapper
+        limits = httpx.Limits(
+            max_connections=self.config.max_connections,
+            max_keepalive_connections=self.config.max_connections,
+        )
         self._http = httpx.Client(
             base_url=self.config.root_uri.rstrip("/"),
             timeout=httpx.Timeout(
@@ -147,13 +284,11 @@ class UserDirectoryClient:
                 write=self.config.read_timeout,
                 pool=self.config.connection_request_timeout,
             ),
-            limits=httpx.Limits(
-                max_connections=self.config.max_connections,
-                max_keepalive_connections=self.config.max_connections,
-            ),
+            limits=limits,
             headers={"Accept": "application/json"},
             follow_redirects=False,
-            transport=transport,
+            transport=transport or _DeadlineTransport(limits=limits),
+            trust_env=False,
         )
         self._route_slots: dict[str, threading.BoundedSemaphore] = {}
         self._route_slots_lock = threading.Lock()
@@ -284,38 +419,39 @@ class UserDirectoryClient:
         ``template`` is filled by position (one placeholder) or by ``path_variables``
         (several); ``query`` values that are None or blank are left out.
         """
-        path = expand_path(template, *positional, named=path_variables)
-        query_string = encode_query(query or {}, status_style=self.config.status_style)
-        url = f"{path}?{query_string}" if query_string else path
-        request_headers = self._headers(headers, has_body=json_body is not None)
-        content = (
-            None
-            if json_body is None
-            else json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode()
+        started = time.monotonic()
+        deadline = started + self.config.total_timeout
+        path, request = self._build(
+            method, template, positional, path_variables, query, json_body, headers, deadline
         )
+        _current_call.deadline = deadline
         try:
-            with self._route_slot():
-                request = self._http.build_request(
-                    method, url, content=content, headers=request_headers
-                )
-                self._log_request(request, content)
-                started = time.perf_counter()
-                response = self._http.send(request)
+            with self._route_slot(deadline):
+                self._log_request(request)
+                status_code, response_headers, text = self._send_and_read(request)
         except UserDirectoryError:
             raise
+        except _CallDeadlinePassedError as late:
+            raise CallDeadlineExceededError(
+                remote_service=self.config.service_label,
+                cause=late,
+                total_timeout=self.config.total_timeout,
+            ) from None
         except Exception as failure:
             # Refused connections, DNS failures, timeouts and any other failure of the
             # client alike: the answer never arrived, so the caller may retry elsewhere.
             raise RemoteAccessError(
                 remote_service=self.config.service_label, cause=failure
             ) from failure
+        finally:
+            _current_call.deadline = None
         full = FullResponse(
-            status_code=response.status_code,
-            headers=response.headers,
-            text=response.text,
+            status_code=status_code,
+            headers=response_headers,
+            text=text,
             remote_service=self.config.service_label,
         )
-        self._log_response(request, full, time.perf_counter() - started)
+        self._log_response(request, full, time.monotonic() - started)
         if not 200 <= full.status_code < 300:
             raise RemoteCallError(
                 status_code=full.status_code,
@@ -328,6 +464,92 @@ class UserDirectoryClient:
         return full
 
     # ------------------------------------------------------------------ helpers
+
+    def _build(
+        self,
+        method: str,
+        template: str,
+        positional: tuple[Any, ...],
+        path_variables: Mapping[str, Any] | None,
+        query: Mapping[str, QueryValue] | None,
+        json_body: Any,
+        headers: Mapping[str, str] | None,
+        deadline: float,
+    ) -> tuple[str, httpx.Request]:
+        """The path and the request; a value that cannot be sent raises before any I/O."""
+        part = "a path variable"
+        try:
+            path = expand_path(template, *positional, named=path_variables)
+            part = "a query parameter"
+            query_string = encode_query(query or {}, status_style=self.config.status_style)
+            part = "the JSON body"
+            content = (
+                None
+                if json_body is None
+                else json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode()
+            )
+            part = "a header"
+            request_headers = self._headers(headers, has_body=json_body is not None)
+            request = self._http.build_request(
+                method,
+                f"{path}?{query_string}" if query_string else path,
+                content=content,
+                headers=request_headers,
+                timeout=self._timeout_within(deadline),
+            )
+        except UnicodeEncodeError:
+            # The value is not repeated: it is the caller's data, possibly a secret.
+            raise RequestEncodingError(
+                f"{part} of {method} {template} cannot be encoded (a lone surrogate, "
+                "U+D800 to U+DFFF, or a character a header cannot carry); pass valid text"
+            ) from None
+        return path, request
+
+    def _timeout_within(self, deadline: float) -> httpx.Timeout:
+        left = max(deadline - time.monotonic(), 0.001)
+        return httpx.Timeout(
+            connect=min(self.config.connect_timeout, left),
+            read=min(self.config.read_timeout, left),
+            write=min(self.config.read_timeout, left),
+            pool=min(self.config.connection_request_timeout, left),
+        )
+
+    def _send_and_read(self, request: httpx.Request) -> tuple[int, httpx.Headers, str]:
+        """Send, then read the body up to ``max_response_bytes``; status, headers, text."""
+        limit = self.config.max_response_bytes
+        response = self._http.send(request, stream=True)
+        try:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise ResponseTooLargeError(
+                    remote_service=self.config.service_label,
+                    cause=ValueError(f"Content-Length {declared}"),
+                    limit=limit,
+                )
+            pieces: list[bytes] = []
+            size = 0
+            for piece in response.iter_bytes():
+                size += len(piece)
+                if size > limit:
+                    raise ResponseTooLargeError(
+                        remote_service=self.config.service_label,
+                        cause=ValueError(f"more than {limit} bytes read"),
+                        limit=limit,
+                    )
+                pieces.append(piece)
+                if getattr(_current_call, "deadline", None) is not None and (
+                    time.monotonic() > _current_call.deadline
+                ):
+                    # Also for transports other than the client's own (tests' mocks).
+                    raise _CallDeadlinePassedError
+        finally:
+            response.close()
+        encoding = response.charset_encoding or "utf-8"
+        try:
+            text = b"".join(pieces).decode(encoding, errors="replace")
+        except LookupError:  # a charset Python does not know
+            text = b"".join(pieces).decode("utf-8", errors="replace")
+        return response.status_code, response.headers, text
 
     def _headers(self, overrides: Mapping[str, str] | None, *, has_body: bool) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -347,14 +569,15 @@ class UserDirectoryClient:
             headers["X-Trace-Id"] = new_trace_id()
         return headers
 
-    def _route_slot(self) -> _RouteSlot:
+    def _route_slot(self, deadline: float) -> _RouteSlot:
         origin = str(self._http.base_url.copy_with(path="/", query=None, fragment=None))
         with self._route_slots_lock:
             slots = self._route_slots.get(origin)
             if slots is None:
                 slots = threading.BoundedSemaphore(self.config.max_connections_per_route)
                 self._route_slots[origin] = slots
-        return _RouteSlot(slots, wait=self.config.connection_request_timeout, origin=origin)
+        wait = min(self.config.connection_request_timeout, max(deadline - time.monotonic(), 0))
+        return _RouteSlot(slots, wait=wait, origin=origin)
 
     def envelope_data(self, response: FullResponse, data_type: type[T]) -> T | None:
         """``data`` of the envelope in ``response``, checked by this client's success rule."""
@@ -370,7 +593,7 @@ class UserDirectoryClient:
                 remote_service=self.config.service_label, cause=failure
             ) from failure
 
-    def _log_request(self, request: httpx.Request, content: bytes | None) -> None:
+    def _log_request(self, request: httpx.Request) -> None:
         if not logger.isEnabledFor(logging.DEBUG):
             return
         shown = {
@@ -378,8 +601,15 @@ class UserDirectoryClient:
             for name, value in request.headers.items()
             if name.lower() not in _UNLOGGED_HEADERS
         }
+        content = request.content
         body = cut_body(content.decode("utf-8", "replace") if content else "")
-        logger.debug("request %s %s headers=%s body=%s", request.method, request.url, shown, body)
+        logger.debug(
+            "request %s %s headers=%s body=%s",
+            request.method,
+            _url_for_log(request.url),
+            shown,
+            body,
+        )
 
     def _log_response(self, request: httpx.Request, response: FullResponse, elapsed: float) -> None:
         if not logger.isEnabledFor(logging.DEBUG):
@@ -387,7 +617,7 @@ class UserDirectoryClient:
         logger.debug(
             "response %s %s -> %s in %.1f ms trace=%s request=%s body=%s",
             request.method,
-            request.url,
+            _url_for_log(request.url),
             response.status_code,
             elapsed * 1000,
             request.headers.get("X-Trace-Id"),

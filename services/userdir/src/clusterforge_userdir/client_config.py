@@ -12,10 +12,15 @@ Keys (YAML, nested or dotted) and their environment names:
 ``demo.rest-template.status-style``            ``DEMO_REST_TEMPLATE_STATUS_STYLE``
 ``demo.rest-template.tenant-id``               ``DEMO_REST_TEMPLATE_TENANT_ID``
 ``demo.rest-template.bearer-token``            ``DEMO_REST_TEMPLATE_BEARER_TOKEN``
+``demo.rest-template.total-timeout``           ``DEMO_REST_TEMPLATE_TOTAL_TIMEOUT``
+``demo.rest-template.max-response-bytes``      ``DEMO_REST_TEMPLATE_MAX_RESPONSE_BYTES``
 =============================================  ==============================================
 
 Durations are written like Spring's: ``3s``, ``500ms``, ``1m``, or a bare number of
 milliseconds. The environment wins over the file, the file over the defaults.
+
+A YAML file that holds ``bearer-token`` is read only when other users cannot read it
+(the rule of :func:`clusterforge_userdir.private_files.check_private_file`).
 """
 
 from __future__ import annotations
@@ -31,9 +36,15 @@ from typing import Any
 import yaml
 
 from .errors import ClientConfigError
+from .private_files import SettingsFileError, check_private_file
 
 KEY_PREFIX = "demo.rest-template."
 DEFAULT_ROOT_URI = "http://localhost:8081"
+# A whole call, pool wait to last body byte: the connect timeout plus two reads of the
+# default read timeout, and then some.
+DEFAULT_TOTAL_TIMEOUT = 30.0
+# The largest answer the service gives (1000 users in a list) is about 200 KiB.
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)?\s*$")
 
 
@@ -58,18 +69,37 @@ class ClientConfig:
     tenant_id: str | None = None
     bearer_token: str | None = field(default=None, repr=False)
     remote_service: str | None = None
+    total_timeout: float = DEFAULT_TOTAL_TIMEOUT
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
+        if "@" in self.root_uri.partition("://")[2].partition("/")[0]:
+            # Credentials in a URL end up in logs and error messages; the URL is not
+            # repeated here for the same reason.
+            raise ClientConfigError(
+                f"{KEY_PREFIX}root-uri carries a user name or password (user:password@); "
+                f"remove it and put the token in {KEY_PREFIX}bearer-token"
+            )
         if not re.match(r"^https?://[^/]+", self.root_uri):
             raise ClientConfigError(
                 f"{KEY_PREFIX}root-uri '{self.root_uri}' is not an http(s) URL; "
                 "set it like http://localhost:8081"
             )
-        for name in ("connect_timeout", "connection_request_timeout", "read_timeout"):
+        for name in (
+            "connect_timeout",
+            "connection_request_timeout",
+            "read_timeout",
+            "total_timeout",
+        ):
             if getattr(self, name) <= 0:
                 raise ClientConfigError(
                     f"{KEY_PREFIX}{name.replace('_', '-')} must be above zero, e.g. 3s"
                 )
+        if self.max_response_bytes < 1024:
+            raise ClientConfigError(
+                f"{KEY_PREFIX}max-response-bytes ({self.max_response_bytes}) must be at least "
+                f"1024, e.g. {DEFAULT_MAX_RESPONSE_BYTES}"
+            )
         if not 1 <= self.max_connections_per_route <= self.max_connections:
             raise ClientConfigError(
                 f"{KEY_PREFIX}max-connections-per-route ({self.max_connections_per_route}) "
@@ -122,6 +152,8 @@ _FIELDS: dict[str, str] = {
     "status-style": "status_style",
     "tenant-id": "tenant_id",
     "bearer-token": "bearer_token",
+    "total-timeout": "total_timeout",
+    "max-response-bytes": "max_response_bytes",
 }
 
 
@@ -135,6 +167,11 @@ def load_client_config(
         if not isinstance(document, Mapping):
             raise ClientConfigError(f"{yaml_file} must hold a mapping with a 'demo' key")
         raw.update({k: v for k, v in _flatten(document).items() if k.startswith(KEY_PREFIX)})
+        if raw.get(f"{KEY_PREFIX}bearer-token"):
+            try:
+                check_private_file(Path(yaml_file), setting="client settings file")
+            except SettingsFileError as error:
+                raise ClientConfigError(str(error)) from None
     environment = os.environ if environ is None else environ
     for suffix in _FIELDS:
         env_value = environment.get(_environment_name(KEY_PREFIX + suffix))
@@ -170,12 +207,19 @@ def _read_yaml(yaml_file: Path | str) -> Any:
             f"{yaml_file} is not valid YAML{where}; check the quoting and indentation there "
             "(its text is not shown: it may hold demo.rest-template.bearer-token)"
         ) from None
+    except UnicodeDecodeError:
+        raise ClientConfigError(f"{yaml_file} is not UTF-8 text; rewrite it as UTF-8") from None
+    except OSError as error:
+        raise ClientConfigError(
+            f"cannot read the client settings file {yaml_file} ({error.strerror}); "
+            "correct the path or its permissions"
+        ) from None
 
 
 def _convert(suffix: str, value: Any, *, key: str) -> Any:
     if suffix.endswith("timeout"):
         return parse_duration(value, key=key)
-    if suffix.startswith("max-connections"):
+    if suffix.startswith("max-"):
         try:
             return int(value)
         except (TypeError, ValueError):

@@ -11,8 +11,11 @@ Client side (the spec's "client error mapping"):
   or with an envelope that is missing or not successful.
 - :class:`RemoteAccessError`: the remote service could not be reached or read (connection
   refused, DNS failure, timeouts, any other failure of the client), with the cause chained.
-- :class:`ClientConfigError` and :class:`UrlTemplateError`: the caller's mistake, raised
-  before anything is sent.
+  Two kinds have classes of their own: :class:`CallDeadlineExceededError` (the call took
+  longer than ``total-timeout``) and :class:`ResponseTooLargeError` (the answer is longer
+  than ``max-response-bytes``).
+- :class:`ClientConfigError`, :class:`UrlTemplateError` and :class:`RequestEncodingError`:
+  the caller's mistake, raised before anything is sent.
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ class UrlTemplateError(UserDirectoryError):
     """Path variables do not match the URL template; nothing was sent."""
 
 
+class RequestEncodingError(UserDirectoryError):
+    """A value of the request cannot be sent (a lone surrogate, say); nothing was sent.
+
+    The message names the part of the request (path, query, body, header) and never
+    repeats the value.
+    """
+
+
 class RemoteCallError(UserDirectoryError):
     """The remote service answered with an error status or an unsuccessful envelope.
 
@@ -75,8 +86,44 @@ class RemoteAccessError(UserDirectoryError):
     exception is ``cause`` and also ``__cause__``.
     """
 
-    def __init__(self, *, remote_service: str, cause: BaseException) -> None:
-        super().__init__(f"remote service {remote_service} is not accessible: {cause!r}")
+    def __init__(
+        self, *, remote_service: str, cause: BaseException, message: str | None = None
+    ) -> None:
+        super().__init__(message or f"remote service {remote_service} is not accessible: {cause!r}")
         self.remote_service = remote_service
         self.cause = cause
         self.__cause__ = cause
+
+
+class CallDeadlineExceededError(RemoteAccessError):
+    """The whole call (pool wait, connect, send, headers, body) outlasted ``total_timeout``.
+
+    Per-read timeouts alone let a server that sends a byte now and then hold a call for
+    ever; this bounds the call as a whole.
+    """
+
+    def __init__(self, *, remote_service: str, cause: BaseException, total_timeout: float) -> None:
+        super().__init__(
+            remote_service=remote_service,
+            cause=cause,
+            message=(
+                f"remote service {remote_service} did not answer within the call's "
+                f"total-timeout of {total_timeout:g} s"
+            ),
+        )
+        self.total_timeout = total_timeout
+
+
+class ResponseTooLargeError(RemoteAccessError):
+    """The answer's body is longer than ``max_response_bytes``; the rest was not read."""
+
+    def __init__(self, *, remote_service: str, cause: BaseException, limit: int) -> None:
+        super().__init__(
+            remote_service=remote_service,
+            cause=cause,
+            message=(
+                f"remote service {remote_service} answered with a body over the "
+                f"max-response-bytes of {limit} bytes"
+            ),
+        )
+        self.limit = limit

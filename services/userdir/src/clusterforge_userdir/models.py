@@ -6,6 +6,7 @@ The same classes serve the server (validation, OpenAPI) and the client (decoding
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import IntEnum
 from typing import Annotated, Any, Generic, TypeVar
@@ -53,17 +54,29 @@ def format_local_date_time(value: datetime) -> str:
     return value.strftime(LOCAL_DATE_TIME_FORMAT)
 
 
+_LOCAL_DATE_TIME_SHAPE = re.compile(LOCAL_DATE_TIME_PATTERN)
+_NOT_A_LOCAL_DATE_TIME = (
+    "must be a string in the form yyyy-MM-ddTHH:mm:ss with a real calendar date "
+    "(no zone, no fraction), e.g. 2024-05-01T08:30:00"
+)
+
+
 def _parse_local_date_time(value: Any) -> Any:
+    # Only the documented string form: lax parsing took the numbers 0 and 1.5e9 as Unix
+    # times and strptime alone takes "2024-5-1T8:30:00". The message never repeats the
+    # input: it may hold a lone surrogate, which no UTF-8 answer can carry.
     if isinstance(value, str):
+        if not _LOCAL_DATE_TIME_SHAPE.fullmatch(value):
+            raise ValueError(_NOT_A_LOCAL_DATE_TIME)
         try:
             return datetime.strptime(value, LOCAL_DATE_TIME_FORMAT)
         except ValueError:
-            raise ValueError(
-                f"'{value[:40]}' is not a local date-time; use yyyy-MM-ddTHH:mm:ss"
-            ) from None
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        raise ValueError("local date-times carry no zone; use yyyy-MM-ddTHH:mm:ss")
-    return value
+            raise ValueError(_NOT_A_LOCAL_DATE_TIME) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            raise ValueError("local date-times carry no zone; use yyyy-MM-ddTHH:mm:ss")
+        return value
+    raise ValueError(_NOT_A_LOCAL_DATE_TIME)
 
 
 LocalDateTime = Annotated[
@@ -184,6 +197,8 @@ class UserChangesBody(UserUpdateRequest):
 class UserSearchBody(UserSearchRequest):
     keyword: Keyword | None = None
     status_list: Annotated[list[StatusValue], Field(max_length=STATUS_LIST_MAX_ITEMS)] | None = None
+    # Only JSON true and false: lax parsing took "yes", "on" and 1 as true.
+    include_locked: Annotated[bool, Field(strict=True)] | None = None
 
 
 class ThirdUserResponse(BaseModel):

@@ -25,7 +25,13 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import DuplicateUsernameError, UserNotFoundError
-from .middleware import RequestBodyTooLargeError, RequestContextMiddleware
+from .http_limits import HttpLimits
+from .middleware import (
+    RequestBodyTimeoutError,
+    RequestBodyTooLargeError,
+    RequestContextMiddleware,
+    drop_query_strings_from_access_log,
+)
 from .migrate import upgrade_database
 from .models import (
     ApiResult,
@@ -48,18 +54,30 @@ MAX_ID = 2**63 - 1
 MAX_PAGE_NUM = 10_000_000
 STATUS_QUERY_PATTERN = r"^[0-2](,[0-2])*$"
 
+# 408 and 431 are decided before (or while) the request reaches a route, by the protocol
+# and the middleware, and so come with their HTTP status on every endpoint.
+_LIMIT_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing or wrong bearer token (auth on)"},
+    408: {
+        "model": ErrorBody,
+        "description": "Request line, headers or body not received in time "
+        "(request_read_timeout); the connection is closed",
+    },
+    413: {"model": ErrorBody, "description": "Request body too large (max_request_body_bytes)"},
+    431: {
+        "model": ErrorBody,
+        "description": "Request line and headers too large (max_request_header_bytes); "
+        "the connection is closed",
+    },
+}
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Bad parameters"},
-    401: {"model": ErrorBody, "description": "Missing or wrong bearer token (auth on)"},
-    413: {"model": ErrorBody, "description": "Request body too large"},
+    **_LIMIT_ERRORS,
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No user with this id"}
 }
-_ENVELOPE_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: _ERRORS[401],
-    413: _ERRORS[413],
-}
+_ENVELOPE_ERRORS = _LIMIT_ERRORS
 
 # Whole numbers in paths and query strings are accepted only as the server writes them:
 # ASCII digits, no sign, spaces, underscores, fraction or leading zero, at most 19 digits.
@@ -84,7 +102,13 @@ UserId = Annotated[int, Path(ge=1, le=MAX_ID, description="user id"), CANONICAL]
 
 
 def json_response(content: Any, *, status_code: int = 200, headers: Any = None) -> Response:
-    body = json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode()
+    text = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+    try:
+        body = text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate that slipped into a message: escaped, it is still valid JSON,
+        # where raw it would end the request in a 500.
+        body = json.dumps(content, separators=(",", ":")).encode()
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
 
 
@@ -96,8 +120,10 @@ def business_failure(code: int, message: str) -> Response:
     return json_response({"code": code, "message": message, "data": None})
 
 
-def error(status_code: int, message: str) -> Response:
-    return json_response({"code": status_code, "message": message}, status_code=status_code)
+def error(status_code: int, message: str, *, headers: Any = None) -> Response:
+    return json_response(
+        {"code": status_code, "message": message}, status_code=status_code, headers=headers
+    )
 
 
 def _parse_statuses(values: Sequence[str] | None) -> list[int]:
@@ -313,7 +339,14 @@ def _install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc.__cause__, RequestBodyTooLargeError):
             # FastAPI wraps any failure while reading the body into a generic 400.
             return error(413, str(exc.__cause__))
+        if isinstance(exc.__cause__, RequestBodyTimeoutError):
+            # The rest of a late body may still come; the connection cannot be reused.
+            return error(408, str(exc.__cause__), headers={"Connection": "close"})
         status = exc.status_code
+        if status == 400:
+            # A body FastAPI could not read (not UTF-8, say): a bad parameter like any
+            # other, so the envelope endpoints answer it in an envelope too.
+            return answer(request, 400, f"{exc.detail}; send a JSON body in UTF-8")
         response = error(status, str(exc.detail))
         if exc.headers:
             response.headers.update(exc.headers)
@@ -364,7 +397,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         version="1",
         description=(
             "Users with camelCase JSON and local date-times (yyyy-MM-ddTHH:mm:ss). "
-            f"status: {', '.join(f'{s.value} {s.name.lower()}' for s in UserStatus)}."
+            f"status: {', '.join(f'{s.value} {s.name.lower()}' for s in UserStatus)}. "
+            f"Limits: request line and headers at most {settings.max_request_header_bytes} "
+            f"bytes (else 431), request body at most {settings.max_request_body_bytes} bytes "
+            f"(else 413), each of head and body within {settings.request_read_timeout:g} s "
+            f"(else 408), pageSize at most {settings.max_page_size}, list and search "
+            f"answers at most {settings.list_limit} users."
         ),
         lifespan=lifespan,
     )
@@ -374,9 +412,16 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         RequestContextMiddleware,
         accepted_tokens=settings.accepted_tokens(),
         max_body_bytes=settings.max_request_body_bytes,
+        body_timeout=settings.request_read_timeout,
     )
     app.openapi = lambda: _openapi_with_400(app)  # type: ignore[method-assign]
     app.state.repository = repository
+    # Read by BoundedHttpToolsProtocol, which uvicorn creates before any request.
+    app.state.http_limits = HttpLimits(
+        max_request_header_bytes=settings.max_request_header_bytes,
+        request_read_timeout=settings.request_read_timeout,
+    )
+    drop_query_strings_from_access_log()
     return app
 
 

@@ -6,10 +6,12 @@ only describes it for queries and must match the newest revision.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -29,6 +31,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    make_url,
     select,
     update,
 )
@@ -146,6 +149,7 @@ def create_database_engine(
     local file and has nothing to wait for.
     """
     if database_url.startswith("sqlite"):
+        prepare_sqlite_file(database_url)
         engine = create_engine(
             database_url,
             connect_args={"check_same_thread": False, "timeout": 30},
@@ -161,6 +165,37 @@ def create_database_engine(
         max_overflow=20,
         pool_pre_ping=True,
     )
+
+
+class DatabaseLocationError(ValueError):
+    """The SQLite file cannot be created where the database URL puts it."""
+
+
+def prepare_sqlite_file(database_url: str) -> None:
+    """Create the SQLite file with mode 0600 before SQLite does (it would make it 0644).
+
+    SQLite gives its -wal and -shm files the mode of the database file, so they stay
+    private too. An existing file keeps its mode: the operator chose it.
+    """
+    location = make_url(database_url).database
+    if not location or location == ":memory:":
+        return
+    path = Path(location)
+    if not path.parent.is_dir():
+        raise DatabaseLocationError(
+            f"the directory {path.parent} of the SQLite file does not exist; "
+            "create it (writable by the service) or point the URL to an existing directory"
+        )
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as error:
+        raise DatabaseLocationError(
+            f"cannot create the SQLite file {path} ({error.strerror}); make "
+            "its directory writable by the service or point the URL elsewhere"
+        ) from None
+    os.close(descriptor)
 
 
 def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
