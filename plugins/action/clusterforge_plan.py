@@ -55,12 +55,27 @@ class ActionModule(ActionBase):  # type: ignore[misc]
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        task_vars = task_vars or {}
+        try:
+            return self._plan(result, task_vars or {})
+        except AnsibleActionFail:
+            raise
+        except AnsibleError as error:
+            # Reading a host's variables is where Ansible meets a vault without its
+            # password or a group_vars file it cannot parse: say which file and what to do.
+            raise AnsibleActionFail(inventory_read_problem(error)) from None
+
+    def _plan(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         groups = task_vars.get("groups", {})
         hosts = groups.get(self._task.args.get("group", "opensearch"), [])
         console_hosts = groups.get(self._task.args.get("console_group", "dashboards"), [])
         hostvars = task_vars.get("hostvars", {})
-        first = hostvars[hosts[0]] if hosts else {}
+        # The inventory's directory, from any host of the groups planned (a services-only
+        # inventory has no OpenSearch host).
+        anyone = next(
+            iter([*hosts, *(host for service in SERVICES for host in groups.get(service, []))]),
+            None,
+        )
+        first = hostvars[anyone] if anyone else {}
         inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
         planned = self._task.args.get("planned")
         if planned:
@@ -74,18 +89,15 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 raise AnsibleActionFail(str(error)) from None
             result.update(changed=False, _ansible_no_log=True, **plan)
             return result
-        try:
-            nodes_vars = [(host, self._model_vars(hostvars[host])) for host in hosts]
-            consoles_vars = [(host, self._model_vars(hostvars[host])) for host in console_hosts]
-            services_vars = {
-                service: [
-                    (host, self._templated(select_service_vars(hostvars[host])))
-                    for host in groups.get(service, [])
-                ]
-                for service in SERVICES
-            }
-        except AnsibleError as error:
-            raise AnsibleActionFail(inventory_read_problem(error)) from None
+        nodes_vars = [(host, self._model_vars(hostvars[host])) for host in hosts]
+        consoles_vars = [(host, self._model_vars(hostvars[host])) for host in console_hosts]
+        services_vars = {
+            service: [
+                (host, self._templated(select_service_vars(hostvars[host])))
+                for host in groups.get(service, [])
+            ]
+            for service in SERVICES
+        }
         try:
             if boolean(self._task.args.get("validate_only", False)):
                 if not nodes_vars and not any(services_vars.values()):

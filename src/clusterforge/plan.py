@@ -699,7 +699,8 @@ def build_plan(
         consoles_vars=consoles_vars,
         project_root=project_root,
         services_vars=services_vars,
-        review=review,
+        # A plan that fetches nothing is a review: nothing deploys from it.
+        review=review or not fetch,
     )
     cluster = validated.cluster
     if cluster is None:  # only a services-only inventory has none, and it has nodes here
