@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ANSIBLE_PLAYBOOK = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "ansible-playbook"
 EXAMPLE_VAULT_PASSWORD = ROOT / "inventories" / "example" / "EXAMPLE-ONLY-vault-password.txt"
 # Published in inventories/example's vault (its password is public): refused by a deploy.
-PUBLISHED_ADMIN_PASSWORD = "Example-Only-Admin-3b8f2e"  # noqa: S105 - the point of the test
-PUBLISHED_CA_PASSPHRASE = "example-only-ca-passphrase-7d41c9"  # noqa: S105
-PUBLISHED_USERDIR_TOKEN = "Example-Only-Userdir-Token-6a19f3e2"  # noqa: S105
-CA_PASSPHRASE = "invfirst-ca-Passphrase-8e21"  # noqa: S105 - a test fixture
+PUBLISHED_ADMIN_PASSWORD = "Example-Only-Admin-3b8f2e"
+PUBLISHED_CA_PASSPHRASE = "example-only-ca-passphrase-7d41c9"
+PUBLISHED_USERDIR_TOKEN = "Example-Only-Userdir-Token-6a19f3e2"
+CA_PASSPHRASE = "invfirst-ca-Passphrase-8e21"
 # Hosts that do not answer: unused loopback addresses (nothing listens on them).
 NODES = {"n1": "127.0.0.31", "n2": "127.0.0.32", "n3": "127.0.0.33"}
 APP_HOST = ("app1", "127.0.0.34")
@@ -350,7 +350,9 @@ CASES = [
         users({"name": "analyst", "password": "Invfirst-Analyst-4d2a", "group": "x"}),
         ("opensearch_security_users[0]",),
     ),
-    Case("node-role", host_vars("n2", opensearch_node_roles=["wizard"]), ("opensearch_node_roles",)),
+    Case(
+        "node-role", host_vars("n2", opensearch_node_roles=["wizard"]), ("opensearch_node_roles",)
+    ),
     Case(
         "no-cluster-manager",
         every_host(opensearch_node_roles=["data"]),
@@ -487,9 +489,7 @@ class Run:
 
 def run_playbook(inventory: Path, case_dir: Path, playbook: str, extra: tuple[str, ...]) -> Run:
     cache = case_dir / "cache"
-    env = {
-        key: value for key, value in os.environ.items() if key != "CLUSTERFORGE_CA_PASSPHRASE"
-    }
+    env = {key: value for key, value in os.environ.items() if key != "CLUSTERFORGE_CA_PASSPHRASE"}
     env.update(
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         # Nothing listens on the nodes' addresses; the timeout only bounds a surprise.
@@ -565,7 +565,10 @@ def runs(base_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         jobs.append(Job(key, inventory, case_dir, playbook, ()))
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
         results = pool.map(
-            lambda job: (job.key, run_playbook(job.inventory, job.case_dir, job.playbook, job.extra)),
+            lambda job: (
+                job.key,
+                run_playbook(job.inventory, job.case_dir, job.playbook, job.extra),
+            ),
             jobs,
         )
         return dict(results)
