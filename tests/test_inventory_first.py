@@ -418,6 +418,18 @@ CASES = [
         ("group_vars/opensearch.yml:2",),
     ),
     Case("vault-without-password", vaulted_group_vars, ("--vault-password-file",)),
+    Case(
+        "hosts-file-unparsable",
+        raw_file("hosts.yml", "all:\n  children:\n    opensearch:\n      hosts: [\n"),
+        ("Unable to parse", "hosts.yml", "no host in the group 'opensearch'"),
+    ),
+    # --limit keeps the limited hosts in the check's play: it still checks everything.
+    Case(
+        "limited-run",
+        host_vars("n3", opensearch_heap_size="lots"),
+        ("opensearch_heap_size",),
+        extra_args=("--limit", "n1"),
+    ),
     # The other playbooks start with the same check.
     Case(
         "plan-playbook",
@@ -590,7 +602,7 @@ def test_bad_inventory_is_refused_before_any_host_naming_the_variable(
     assert "Cannot reach" not in run.output, run.output
     assert "PLAY [Reach every node" not in run.output, run.output
     assert run.after == run.before, "the inventory directory (its .pki included) changed"
-    assert ".pki/ca.pem" in run.before or case.name == "lone-ca-certificate"
+    assert ".pki/ca.pem" in run.before
     assert not run.cache_created, "the artifact cache was touched"
 
 
