@@ -6,6 +6,12 @@ calls the same :func:`clusterforge.plan.build_plan` as the ``clusterforge_plan``
 the certificates are issued or reused in the inventory's PKI directory as the playbook
 does, so ``plugins.security.nodes_dn`` comes from them. Secrets are left out of what it
 writes: no private key, no password, no password hash.
+
+It refuses what the playbooks' first play refuses (both run
+:func:`clusterforge.plan.validate_inventory`), as a review: a secret published in this
+repository, or an archive missing on this machine, is a warning saying a playbook run
+would refuse it (docs/inventory-checks.md). What Ansible itself cannot read is said with
+its file and line, and a vault without its password names --vault-password-file.
 """
 
 from __future__ import annotations
