@@ -21,6 +21,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +37,8 @@ from clusterforge.cluster_pki import ensure_cluster_pki
 from clusterforge.model import build_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
-ANSIBLE_PLAYBOOK = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "ansible-playbook"
+# Beside the interpreter running the tests: the virtualenv's own Ansible.
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 EXAMPLE_VAULT_PASSWORD = ROOT / "inventories" / "example" / "EXAMPLE-ONLY-vault-password.txt"
 # Published in inventories/example's vault (its password is public): refused by a deploy.
 PUBLISHED_ADMIN_PASSWORD = "Example-Only-Admin-3b8f2e"

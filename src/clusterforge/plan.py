@@ -419,14 +419,14 @@ class ValidatedInventory:
 
     ``cluster`` is None only for an inventory without OpenSearch nodes (a services-only
     run of playbooks/services.yml); ``warnings`` are the model's warnings and, for a
-    review, what would stop a deploy. ``orders_search`` and ``services`` were checked
-    with a placeholder for a password still to generate
-    (clusterforge.orders_search.NOT_GENERATED): :func:`build_plan` plans them again.
+    review, what would stop a deploy. ``orders_search`` says whether delivery is on; its
+    password may be a placeholder for one still to generate
+    (clusterforge.orders_search.NOT_GENERATED), so :func:`build_plan` plans delivery and
+    the services' settings again.
     """
 
     cluster: Cluster | None
     orders_search: OrdersSearch | None
-    services: dict[str, dict[str, dict[str, Any]]]
     snapshots: dict[str, Any] | None
     warnings: tuple[str, ...]
 
@@ -487,7 +487,6 @@ def validate_inventory(
             raise InventoryError([*error.problems, *deploy_only]) from None
         warnings[:0] = cluster.warnings
     orders_search = None
-    services: dict[str, dict[str, dict[str, Any]]] = {}
     snapshots = None
     try:
         orders_search = plan_for_cluster(
@@ -502,7 +501,7 @@ def validate_inventory(
     except ClusterforgeError as error:
         problems.extend(_problems_of(error))
     try:
-        services = _plan_services(services_vars, project_root, orders_search)
+        _plan_services(services_vars, project_root, orders_search)
     except ClusterforgeError as error:
         problems.extend(_problems_of(error))
     if cluster is not None:
@@ -534,7 +533,6 @@ def validate_inventory(
     return ValidatedInventory(
         cluster=cluster,
         orders_search=orders_search,
-        services=services,
         snapshots=snapshots,
         warnings=tuple(warnings),
     )
@@ -707,7 +705,7 @@ def build_plan(
         review=review or not fetch,
     )
     cluster = validated.cluster
-    if cluster is None:  # only a services-only inventory has none, and it has nodes here
+    if cluster is None:  # validate_inventory builds one whenever there are nodes
         raise InventoryError(["the inventory group 'opensearch' has no usable host"])
     snapshots = validated.snapshots
     # Again, now generating the order service's password if it has none (the check
