@@ -7,6 +7,12 @@ the certificates are issued or reused in the inventory's PKI directory as the pl
 does, so ``plugins.security.nodes_dn`` comes from them. Secrets are left out of what it
 writes: no private key, no password, no password hash. It also prints the batches a
 rolling restart would take (docs/zones.md), for review without any host.
+
+It refuses what the playbooks' first play refuses (both run
+:func:`clusterforge.plan.validate_inventory`), as a review: a secret published in this
+repository, or an archive missing on this machine, is a warning saying a playbook run
+would refuse it (docs/inventory-checks.md). What Ansible itself cannot read is said with
+its file and line, and a vault without its password names --vault-password-file.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ class InventoryReader:
                 self._use_vault_password_file(vault_password_file)
             self._manager = InventoryManager(loader=self._loader, sources=[str(inventory)])
         except AnsibleError as error:
-            raise InventoryReadError(_one_line(error)) from None
+            raise InventoryReadError(inventory_read_problem(error)) from None
         self._variables = VariableManager(loader=self._loader, inventory=self._manager)
         self.directory = inventory if inventory.is_dir() else inventory.parent
 
@@ -100,7 +106,7 @@ class InventoryReader:
                 }
                 nodes.append((host.name, selected))
         except AnsibleError as error:
-            raise InventoryReadError(_one_line(error)) from None
+            raise InventoryReadError(inventory_read_problem(error)) from None
         return nodes
 
 
@@ -116,6 +122,43 @@ def _ensure_plugin_loader() -> None:
 
         init_plugin_loader()
         _plugin_loader_ready = True
+
+
+# Ansible's words for an encrypted value read without a vault password (2.19 says the
+# first reading a vaulted file, the second templating a !vault value).
+_NO_VAULT_SECRET = ("vault password must be specified", "no vault secrets found")
+
+
+def _origin_of(error: BaseException) -> str | None:
+    """``file:line:column`` of the first error in the chain that names where it happened
+    (ansible 2.19 keeps it as the error's ``obj``, an Origin, for a YAML error)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        origin = getattr(seen, "obj", None)
+        path = getattr(origin, "path", None)
+        if path:
+            line = getattr(origin, "line_num", None)
+            column = getattr(origin, "col_num", None)
+            return ":".join(str(part) for part in (path, line, column) if part is not None)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def inventory_read_problem(error: Exception) -> str:
+    """What to do about an error Ansible raised reading the inventory, in one line that
+    names the file and line when Ansible knows them, and the option a vault needs."""
+    message = _one_line(error)
+    origin = _origin_of(error)
+    if any(words in message.lower() for words in _NO_VAULT_SECRET):
+        where = f" ({origin})" if origin else ""
+        return (
+            f"the inventory holds ansible-vault encrypted data{where} and no vault password "
+            "was given: pass --vault-password-file FILE (ansible-playbook also takes "
+            "--ask-vault-pass)"
+        )
+    if origin and origin.split(":", 1)[0] not in message:
+        return f"{origin}: {message} Fix the file there."
+    return message
 
 
 def _one_line(error: Exception) -> str:
@@ -145,12 +188,17 @@ def render_to_directory(
     reader = InventoryReader(inventory, vault_password_file=vault_password_file)
     nodes = reader.hosts_vars(group)
     if not nodes:
-        raise InventoryReadError(f"{inventory}: the group {group!r} has no hosts")
+        raise InventoryReadError(
+            f"{inventory}: the group {group!r} has no hosts; add them, or fix the file "
+            "Ansible could not parse (its warning above names it)"
+        )
     plan = build_plan(
         nodes,
         inventory_dir=reader.directory,
         consoles_vars=reader.hosts_vars(console_group),
         fetch=False,
+        # A review may show the example inventory; the warning says why it would not deploy.
+        review=True,
         services_vars={
             service: reader.hosts_vars(service, select_service_vars) for service in SERVICES
         },

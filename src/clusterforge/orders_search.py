@@ -214,6 +214,11 @@ def _shared_value(
     return values[0] if values else None
 
 
+# The password of a check (plan_orders_search(generate=False)): the settings are checked
+# with it; the plan generates or reads the real one after every host answered.
+NOT_GENERATED = "not-generated-by-the-inventory-check"
+
+
 def generated_password_path(inventory_dir: Path, username: str) -> Path:
     return inventory_dir / PASSWORD_DIR_NAME / f"{username}.password"
 
@@ -242,8 +247,13 @@ def plan_orders_search(
     ca_bundle: str | None,
     service_hosts: Sequence[tuple[str, Mapping[str, Any]]],
     inventory_dir: Path,
+    generate: bool = True,
 ) -> OrdersSearch | None:
     """Decide delivery for the order_service hosts; None when it is off.
+
+    ``generate=False`` (the inventory check, which writes nothing) neither reads nor
+    generates the password file: the result's password is then :data:`NOT_GENERATED`,
+    good for checking the settings, never for a host.
 
     ``security_mode`` is None when the inventory has no OpenSearch cluster.
     ``plugin_names`` are the plugins the cluster installs (state present).
@@ -308,7 +318,7 @@ def plan_orders_search(
         password = str(given)
     else:
         password_file = generated_password_path(inventory_dir, username)
-        password = read_or_generate_password(password_file)
+        password = read_or_generate_password(password_file) if generate else NOT_GENERATED
     return OrdersSearch(
         urls=tuple(node_urls),
         username=username,
@@ -350,6 +360,7 @@ def plan_for_cluster(
     service_hosts: Sequence[tuple[str, Mapping[str, Any]]],
     *,
     inventory_dir: Path,
+    generate: bool = True,
 ) -> OrdersSearch | None:
     """:func:`plan_orders_search` for a cluster model (None: the inventory has none).
 
@@ -368,6 +379,7 @@ def plan_for_cluster(
             ca_bundle=None,
             service_hosts=service_hosts,
             inventory_dir=inventory_dir,
+            generate=generate,
         )
     return plan_orders_search(
         security_mode=cluster.security_mode,
@@ -376,4 +388,5 @@ def plan_for_cluster(
         ca_bundle=str(resolve_pki_dir(cluster, inventory_dir) / CA_BUNDLE_FILE),
         service_hosts=service_hosts,
         inventory_dir=inventory_dir,
+        generate=generate,
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,13 @@ import yaml
 
 from clusterforge import services_plan
 from clusterforge.artifacts import FetchedArtifact, fetch_engine
-from clusterforge.cluster_config import plan_cluster_config, toolkit_security_names
-from clusterforge.cluster_pki import ClusterPki, ensure_cluster_pki, resolve_pki_dir
+from clusterforge.cluster_config import ClusterConfig, plan_cluster_config, toolkit_security_names
+from clusterforge.cluster_pki import (
+    CA_COMMON_NAME_SUFFIX,
+    ClusterPki,
+    ensure_cluster_pki,
+    resolve_pki_dir,
+)
 from clusterforge.cluster_security import render_cluster_security
 from clusterforge.console import (
     CONFIG_FILE,
@@ -40,9 +45,10 @@ from clusterforge.console import (
     render_console_config,
     render_console_unit,
 )
-from clusterforge.errors import ClusterforgeError, InventoryError
+from clusterforge.errors import ArtifactError, ClusterforgeError, InventoryError
 from clusterforge.model import (
     PREDEFINED_USER_NAMES,
+    SECURITY_PLUGIN_NAME,
     Cluster,
     Node,
     build_cluster,
@@ -58,8 +64,16 @@ from clusterforge.orders_search import (
     security_additions,
 )
 from clusterforge.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
-from clusterforge.pki import CA_PASSPHRASE_ENV
-from clusterforge.plugins import fetch_plugin, fetch_security_plugin
+from clusterforge.pki import (
+    CA_CERT_FILE,
+    CA_KEY_FILE,
+    CA_PASSPHRASE_ENV,
+    PkiError,
+    SubjectFields,
+    load_or_create_ca,
+)
+from clusterforge.plugins import check_plugin, fetch_plugin, fetch_security_plugin
+from clusterforge.published_secrets import published_secret_findings
 from clusterforge.render import (
     ADMIN_CERT_FILE,
     ADMIN_KEY_FILE,
@@ -382,15 +396,7 @@ def _security_files(
     roles: dict[str, Any] = {}
     role_mappings: dict[str, Any] = {}
     if orders_search is not None:
-        taken = {str(user.get("name")) for user in users if isinstance(user, Mapping)}
-        if orders_search.username in taken | set(PREDEFINED_USER_NAMES):
-            raise InventoryError(
-                [
-                    f"{orders_search.username!r} is the order service's user "
-                    f"({USERNAME_VARIABLE}) and also a user of opensearch_security_users or a "
-                    f"predefined user; set {USERNAME_VARIABLE} to another name"
-                ]
-            )
+        _check_orders_user(users, orders_search)
         additions = security_additions(orders_search)
         users.append(additions["user"])
         roles = additions["roles"]
@@ -403,6 +409,19 @@ def _security_files(
         role_mappings=role_mappings,
         check_key=pki.hash_check_key,
     )
+
+
+def _check_orders_user(users: Sequence[Any], orders_search: OrdersSearch) -> None:
+    """The order service's user must not take the name of another internal user."""
+    taken = {str(user.get("name")) for user in users if isinstance(user, Mapping)}
+    if orders_search.username in taken | set(PREDEFINED_USER_NAMES):
+        raise InventoryError(
+            [
+                f"{orders_search.username!r} is the order service's user "
+                f"({USERNAME_VARIABLE}) and also a user of opensearch_security_users or a "
+                f"predefined user; set {USERNAME_VARIABLE} to another name"
+            ]
+        )
 
 
 def _consoles_unfetched(
@@ -439,6 +458,268 @@ PLAN_SECTIONS = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class ValidatedInventory:
+    """What :func:`validate_inventory` checked, for :func:`build_plan` to go on from.
+
+    ``cluster`` is None only for an inventory without OpenSearch nodes (a services-only
+    run of playbooks/services.yml); ``warnings`` are the model's warnings and, for a
+    review, what would stop a deploy. ``orders_search`` says whether delivery is on; its
+    password may be a placeholder for one still to generate
+    (clusterforge.orders_search.NOT_GENERATED), so :func:`build_plan` plans delivery and
+    the services' settings again.
+    """
+
+    cluster: Cluster | None
+    orders_search: OrdersSearch | None
+    cluster_config: ClusterConfig
+    snapshots: dict[str, Any] | None
+    warnings: tuple[str, ...]
+
+
+# A review (scripts/render, review=True) shows what a deploy would refuse but that says
+# nothing about the files it renders: a secret published in this repository (the example
+# inventory's), and an archive or CA file missing on the machine it runs on (a review
+# often runs elsewhere than the control node). A deploy refuses both.
+REVIEW_WARNING_SUFFIX = " (a review shows this; a playbook run refuses it)"
+
+
+def validate_inventory(
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    inventory_dir: Path | None = None,
+    consoles_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    project_root: Path | None = None,
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
+    review: bool = False,
+) -> ValidatedInventory:
+    """Check the whole inventory on the control node, writing and fetching nothing.
+
+    The first play of every playbook (playbooks/check-inventory.yml) runs this before
+    any host is contacted, :func:`build_plan` runs it before it issues a certificate,
+    and ``scripts/render`` runs it through :func:`build_plan`: one function decides
+    whether an inventory is good. It checks the cluster model, the order delivery, the
+    services' settings, the snapshot policy, the console hosts, the CA (its passphrase,
+    and an existing CA key is unlocked in memory), the archives that are files on the
+    control node (a ``source: file`` plugin's version against the engine's), and that no
+    secret is one this repository publishes. Archives that would be downloaded or built
+    are checked by the full plan, after every node answered. ``review`` turns a published
+    secret and a file missing on this machine into warnings (scripts/render).
+
+    Raises :class:`InventoryError` listing every problem, each naming its variable.
+    """
+    services_vars = services_vars or {}
+    checkout = project_root or services_plan.DEFAULT_PROJECT_ROOT
+    inventory_dir = inventory_dir or Path.cwd()
+    problems: list[str] = []
+    warnings: list[str] = []
+    # Refused by a deploy, shown by a review (REVIEW_WARNING_SUFFIX).
+    deploy_only: list[str] = []
+    published = published_secret_findings(
+        [
+            *nodes_vars,
+            *consoles_vars,
+            *(host for hosts in services_vars.values() for host in hosts),
+        ]
+    )
+    deploy_only.extend(published)
+    cluster = None
+    services_only = not nodes_vars and any(services_vars.values())
+    if not services_only:
+        try:
+            cluster = build_cluster(nodes_vars)
+        except InventoryError as error:
+            # The rest of the checks read the cluster model; its problems come first.
+            raise InventoryError([*error.problems, *deploy_only]) from None
+        warnings[:0] = cluster.warnings
+    orders_search = None
+    snapshots = None
+    cluster_config = ClusterConfig(objects={}, prune=False, keep={})
+    if cluster is not None:
+        try:
+            cluster_config = plan_cluster_config(
+                nodes_vars[0][1],
+                secured=cluster.secured,
+                toolkit_names=toolkit_security_names(),
+                managed_templates=[{"name": ORDERS_TEMPLATE_NAME, **index_template()}],
+            )
+        except ClusterforgeError as error:
+            problems.extend(_problems_of(error))
+    try:
+        orders_search = plan_for_cluster(
+            cluster,
+            service_hosts_variables(
+                "order_service", services_vars.get("order_service") or [], checkout=checkout
+            ),
+            inventory_dir=inventory_dir,
+            # The check writes nothing: a password to generate is generated by the plan.
+            generate=False,
+        )
+    except ClusterforgeError as error:
+        problems.extend(_problems_of(error))
+    try:
+        _plan_services(services_vars, project_root, orders_search)
+    except ClusterforgeError as error:
+        problems.extend(_problems_of(error))
+    if cluster is not None:
+        first = nodes_vars[0][1]
+        try:
+            snapshots = plan_snapshots(cluster, first)
+        except ClusterforgeError as error:
+            problems.extend(_problems_of(error))
+        deploy_only.extend(_missing_console_files(consoles_vars))
+        deploy_only.extend(_missing_local_files(cluster))
+        checks: list[Callable[[], None]] = [
+            lambda: _check_plugin_zips(cluster),
+            lambda: _check_ca(cluster, inventory_dir, ca_passphrase(first)),
+        ]
+        if orders_search is not None and cluster.secured:
+            users = list(plain_data(first.get(SECURITY_USERS_VARIABLE) or []))
+            checks.append(lambda: _check_orders_user(users, orders_search))
+        for check in checks:
+            try:
+                check()
+            except ClusterforgeError as error:
+                problems.extend(_problems_of(error))
+    if review:
+        warnings.extend(f"{finding}{REVIEW_WARNING_SUFFIX}" for finding in deploy_only)
+    else:
+        problems.extend(deploy_only)
+    if problems:
+        raise InventoryError(list(dict.fromkeys(problems)))
+    return ValidatedInventory(
+        cluster=cluster,
+        orders_search=orders_search,
+        cluster_config=cluster_config,
+        snapshots=snapshots,
+        warnings=tuple(warnings),
+    )
+
+
+def _problems_of(error: ClusterforgeError) -> list[str]:
+    problems = getattr(error, "problems", None)
+    if problems:
+        return [str(problem) for problem in problems]
+    return [str(error)]
+
+
+def _missing_console_files(consoles_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """A console archive given as a file must be one on the control node."""
+    return [
+        f"{console.inventory_name}: dashboards_archive_path {console.archive_path!r} "
+        "is not a file on the control node; give the path of the console's archive "
+        "there, or set dashboards_archive_url and dashboards_archive_sha512"
+        for console in build_consoles(consoles_vars)
+        if console.archive_path and not Path(console.archive_path).is_file()
+    ]
+
+
+def _plugin_zips(cluster: Cluster) -> list[tuple[str, str, str]]:
+    """(plugin name, path, variable) of every plugin zip that is a file on the control node."""
+    zips = [
+        (plugin.name, plugin.path or "", f"opensearch_plugins entry {plugin.name!r} (source: file)")
+        for plugin in cluster.plugins
+        if plugin.source == "file" and plugin.state != "absent"
+    ]
+    if cluster.security.plugin_path and not cluster.distribution.bundles_security_plugin:
+        zips.append(
+            (SECURITY_PLUGIN_NAME, cluster.security.plugin_path, "opensearch_security_plugin_path")
+        )
+    return zips
+
+
+def _missing_local_files(cluster: Cluster) -> list[str]:
+    """The engine archive, the plugin zips and the user's CA that the inventory names as
+    files on the control node, and that are not there."""
+    missing = []
+    distribution = cluster.distribution
+    if distribution.source == "file" and not Path(distribution.path or "").is_file():
+        missing.append(
+            f"opensearch_distribution_path {distribution.path!r} is not a file on the control "
+            "node; give the path of the engine's archive there"
+        )
+    missing.extend(
+        f"{variable}: {path!r} is not a file on the control node; fix its path"
+        for _, path, variable in _plugin_zips(cluster)
+        if not Path(path).is_file()
+    )
+    security = cluster.security
+    if security.ca_cert_path and security.ca_key_path:
+        missing.extend(
+            f"{variable} {path!r} is not a file on the control node; fix the path"
+            for variable, path in (
+                ("opensearch_ca_cert_path", security.ca_cert_path),
+                ("opensearch_ca_key_path", security.ca_key_path),
+            )
+            if not Path(path).is_file()
+        )
+    return missing
+
+
+def _check_plugin_zips(cluster: Cluster) -> None:
+    """Each plugin zip on the control node (``source: file``,
+    opensearch_security_plugin_path) holds the plugin it is listed as, built for the
+    engine's version. Read where it lies: nothing is copied into the cache here."""
+    problems = []
+    for name, path, variable in _plugin_zips(cluster):
+        if not Path(path).is_file():
+            continue  # _missing_local_files names it
+        try:
+            descriptor = check_plugin(Path(path), cluster.version)
+        except ArtifactError as error:
+            problems.append(f"{variable}: {error}")
+            continue
+        if descriptor.name != name:
+            problems.append(
+                f"{variable}: the zip {path} holds plugin {descriptor.name!r}, not {name!r}; "
+                "fix the name or point it at the right zip"
+            )
+    if problems:
+        raise InventoryError(problems)
+
+
+def _check_ca(cluster: Cluster, inventory_dir: Path, passphrase: bytes | None) -> None:
+    """The CA can be used as the inventory describes it, read-only: the passphrase is set
+    where clusterforge keeps the CA, and an existing CA key is unlocked in memory (a wrong
+    passphrase, a lone CA file, an expired CA fail here, before any host is contacted)."""
+    if not cluster.secured:
+        return
+    security = cluster.security
+    pki_dir = resolve_pki_dir(cluster, inventory_dir)
+    user_ca = bool(security.ca_cert_path and security.ca_key_path)
+    if user_ca:
+        if not all(
+            Path(str(path)).is_file() for path in (security.ca_cert_path, security.ca_key_path)
+        ):
+            return  # _missing_local_files names it
+    elif not passphrase:
+        raise InventoryError(
+            [
+                f"{CA_PASSPHRASE_VARIABLE} is not set (nor {CA_PASSPHRASE_ENV}); secured "
+                f"modes keep the CA key in {pki_dir} encrypted with it: set "
+                f"{CA_PASSPHRASE_VARIABLE} in an ansible-vault file"
+            ]
+        )
+    ca_files = [pki_dir / CA_CERT_FILE, pki_dir / CA_KEY_FILE]
+    if not user_ca and not any(path.exists() for path in ca_files):
+        return  # the full plan creates the CA, after every node answered
+    try:
+        # With both files present (or a user's CA) this only loads; with one of them it
+        # refuses before anything is written.
+        load_or_create_ca(
+            pki_dir,
+            passphrase=passphrase,
+            subject=SubjectFields(
+                common_name=f"{cluster.name}{CA_COMMON_NAME_SUFFIX}",
+                **dict(security.cert_subject),
+            ),
+            user_ca_cert=Path(security.ca_cert_path or "") if user_ca else None,
+            user_ca_key=Path(security.ca_key_path or "") if user_ca else None,
+        )
+    except PkiError as error:
+        raise InventoryError([f"{CA_PASSPHRASE_VARIABLE} / the CA: {error}"]) from None
+
+
 def build_plan(
     nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
     *,
@@ -449,8 +730,13 @@ def build_plan(
     fetch: bool = True,
     services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
     security_files: bool = True,
+    review: bool = False,
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
+
+    :func:`validate_inventory` checks the whole inventory first, so nothing is written
+    (no certificate, no cache entry) for an inventory it refuses; ``review`` is passed to
+    it (``scripts/render`` warns where a deploy refuses).
 
     ``security_files=False`` leaves out the security files (``security`` then says so),
     for a playbook that places none (rolling-restart.yml): they need the users' hashes,
@@ -463,13 +749,26 @@ def build_plan(
     plan's ``services`` section holds them without their secrets; the service roles
     write the secret-bearing file themselves, with no_log.
     """
-    cluster = build_cluster(nodes_vars)
-    cluster_config = plan_cluster_config(
-        nodes_vars[0][1],
-        secured=cluster.secured,
-        toolkit_names=toolkit_security_names(),
-        managed_templates=[{"name": ORDERS_TEMPLATE_NAME, **index_template()}],
+    if not nodes_vars:
+        raise InventoryError(
+            ["the inventory group 'opensearch' is empty; add at least one host to it"]
+        )
+    validated = validate_inventory(
+        nodes_vars,
+        inventory_dir=inventory_dir,
+        consoles_vars=consoles_vars,
+        project_root=project_root,
+        services_vars=services_vars,
+        # A plan that fetches nothing is a review: nothing deploys from it.
+        review=review or not fetch,
     )
+    cluster = validated.cluster
+    if cluster is None:  # validate_inventory builds one whenever there are nodes
+        raise InventoryError(["the inventory group 'opensearch' has no usable host"])
+    snapshots = validated.snapshots
+    cluster_config = validated.cluster_config
+    # Again, now generating the order service's password if it has none (the check
+    # generated nothing), and the services' settings with it.
     orders_search = plan_for_cluster(
         cluster,
         service_hosts_variables(
@@ -480,7 +779,6 @@ def build_plan(
         inventory_dir=inventory_dir or Path.cwd(),
     )
     services = _plan_services(services_vars or {}, project_root, orders_search)
-    snapshots = plan_snapshots(cluster, nodes_vars[0][1])
     pki = None
     if cluster.secured:
         pki = ensure_cluster_pki(
@@ -496,7 +794,7 @@ def build_plan(
         artifacts = None
     return {
         "cluster": cluster_facts(cluster, pki),
-        "model_warnings": list(cluster.warnings),
+        "model_warnings": list(validated.warnings),
         "artifacts": artifacts,
         "security": _security_files(nodes_vars[0][1], pki, orders_search)
         if security_files
