@@ -36,6 +36,8 @@ PUBLISHED_SECRET_SHA256: frozenset[str] = frozenset(
         "63abaca0ccd70d006298c762e13ec7392a89a9fd83c00c777a17841b5e95b27a",  # reporting
         # inventories/example/group_vars/user_directory/vault.yml
         "39ed39717870503261fd4e20fd5697cd8683d1d8fd43b95b0d8b3f504a9a0ddd",  # bearer token
+        # inventories/example/group_vars/order_service/vault.yml
+        "809b6b4236116c26b983d77bcd89ec4619336f54a6fa17218d3128842030bb3b",  # bearer token
         # inventories/example/EXAMPLE-ONLY-vault-password.txt, reused as a secret
         "9b45234940e257bece4a47457f7d57e5cba34425c74db0e2ad01832e78acfbd0",
     }
