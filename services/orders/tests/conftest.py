@@ -26,6 +26,7 @@ from clusterforge_orders.sinks import DeliverySink
 from orders_testing import (
     RecordingSender,
     RunningServer,
+    ServerFactory,
     StandInCertificates,
     StandInCluster,
     make_test_certificates,
@@ -64,7 +65,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]
 
 
 RuntimeFactory = Callable[..., OrderServiceRuntime]
-ServerFactory = Callable[..., RunningServer]
 
 
 @pytest.fixture

@@ -89,6 +89,10 @@ class RunningServer:
         assert not self.thread.is_alive(), "server did not stop"
 
 
+# What the start_server fixture gives: a function starting the service on a free port.
+ServerFactory = Callable[..., RunningServer]
+
+
 def serve_in_thread(runtime: OrderServiceRuntime) -> RunningServer:
     """The real app under uvicorn on a free 127.0.0.1 port, in a thread of this process.
 

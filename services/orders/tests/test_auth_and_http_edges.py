@@ -12,8 +12,7 @@ import pytest
 
 from clusterforge_orders import ConfigurationError, load_settings
 from clusterforge_orders.models import MAX_USER_ID_CHARS, USER_ID_TOO_LONG
-from conftest import ServerFactory
-from orders_testing import RunningServer, make_settings, wait_until
+from orders_testing import RunningServer, ServerFactory, make_settings, wait_until
 
 TOKEN = "orders-test-token-0123456789abcdef"
 OTHER_TOKEN = "orders-other-token-0123456789abcd"
