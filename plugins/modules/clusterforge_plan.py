@@ -56,6 +56,13 @@ options:
       - The result of an earlier call in the same run. With it, only the rollout and the
         removal are decided again, from O(observed); the rest of that plan is kept.
     type: dict
+  validate_only:
+    description:
+      - Only check the whole inventory (C(clusterforge.plan.validate_inventory)), writing,
+        generating and fetching nothing. The first play of every playbook
+        (C(playbooks/check-inventory.yml)) does this before any host is contacted.
+    type: bool
+    default: false
 notes:
   - Runs on the control node only and needs the C(clusterforge) Python package in the
     Python that runs Ansible.
@@ -125,6 +132,13 @@ snapshots:
   type: dict
 orders_search:
   description: The public part of the order service's delivery into the cluster.
+  returned: success
+  type: dict
+cluster_config:
+  description:
+    - The cluster's own objects the inventory declares, validated (C(objects) by kind
+      variable), C(prune), C(keep) (the toolkit's own objects) and C(kinds) (the kinds a
+      run visits, in order). docs/cluster-config.md.
   returned: success
   type: dict
 model_warnings:

@@ -297,7 +297,7 @@ def _plan_user_directory(
         variables.get("user_directory_data_dir"),
         "userdir.db",
     )
-    _check_database_url(problems, "user_directory_database_url", database_url)
+    # The URL's form is the service's settings model's to check (below), once.
     settings_input = {
         "database_url": database_url,
         "database_connect_timeout": variables.get("user_directory_database_connect_timeout"),
