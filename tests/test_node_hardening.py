@@ -146,7 +146,7 @@ def test_failed_logins_are_audited_alone_into_the_rolled_log(tmp_path: Path) -> 
         "MISSING_PRIVILEGES",
         "BAD_HEADERS",
         "SSL_EXCEPTION",
-        "OPENSEARCH_SECURITY_INDEX_ATTEMPT",
+        "OPENDISTRO_SECURITY_INDEX_ATTEMPT",
         "FAILED_LOGIN",
     }
     for layer in ("rest", "transport"):
