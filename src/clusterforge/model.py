@@ -599,19 +599,11 @@ def _check_tls(
             "opensearch_tls_protocols is empty, which would let the plugin offer its own "
             "defaults; list TLSv1.3 and/or TLSv1.2"
         )
-    for protocol, fits, example in (
-        (
-            "TLSv1.3",
-            lambda suite: suite.startswith(_TLS13_CIPHER_PREFIXES),
-            "TLS_AES_256_GCM_SHA384",
-        ),
-        (
-            "TLSv1.2",
-            lambda suite: suite.startswith(_TLS12_CIPHER_PREFIX),
-            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-        ),
+    for protocol, prefixes, example in (
+        ("TLSv1.3", _TLS13_CIPHER_PREFIXES, "TLS_AES_256_GCM_SHA384"),
+        ("TLSv1.2", (_TLS12_CIPHER_PREFIX,), "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"),
     ):
-        if protocol in protocols and not any(fits(suite) for suite in ciphers):
+        if protocol in protocols and not any(suite.startswith(prefixes) for suite in ciphers):
             problems.error(
                 f"opensearch_tls_protocols has {protocol} but opensearch_tls_ciphers has no "
                 f"suite for it; add one (e.g. {example}) or remove {protocol}"
