@@ -294,7 +294,7 @@ def _python_service_unit() -> str:
         _python_service_settings_path="/etc/userdir/userdir.env",
         _python_service_venv="/opt/userdir/venv",
         _python_service_console_script="clusterforge-userdir",
-        _python_service_arguments=[],
+        _python_service_arguments=["--port", "8081"],
         _python_service_stop_timeout=10,
     )
 
@@ -376,6 +376,11 @@ def test_each_unit_writes_only_its_own_paths() -> None:
         "/var/lib/opensearch-dashboards"
     ]
     assert units["userdir.service"]["ReadWritePaths"] == ["/var/lib/userdir"]
+    # The arguments end the line; the next directive must not be glued to the last one.
+    assert units["userdir.service"]["ExecStart"] == [
+        "/opt/userdir/venv/bin/clusterforge-userdir --port 8081"
+    ]
+    assert units["userdir.service"]["Restart"] == ["on-failure"]
     # A JIT writes the code it runs: the JVM and V8 cannot have it; CPython does.
     assert "MemoryDenyWriteExecute" not in units["opensearch.service"]
     assert "MemoryDenyWriteExecute" not in units["opensearch-dashboards.service"]
