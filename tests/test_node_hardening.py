@@ -147,6 +147,7 @@ def test_failed_logins_are_audited_alone_into_the_rolled_log(tmp_path: Path) -> 
         "BAD_HEADERS",
         "SSL_EXCEPTION",
         "OPENDISTRO_SECURITY_INDEX_ATTEMPT",
+        "INDEX_EVENT",
         "FAILED_LOGIN",
     }
     for layer in ("rest", "transport"):

@@ -257,6 +257,8 @@ AUDIT_CATEGORIES_LEFT_OUT = (
     "BAD_HEADERS",
     "SSL_EXCEPTION",
     "OPENDISTRO_SECURITY_INDEX_ATTEMPT",
+    # Every admin read of an index (GET /<index>) too: as noisy as GRANTED_PRIVILEGES.
+    "INDEX_EVENT",
 )
 
 
