@@ -124,9 +124,10 @@ def test_the_internal_role_declares_each_step_and_writes_secrets_root_owned_with
         for name, option in specs[step]["options"].items():
             assert name.startswith("_python_service_"), name
             assert option.get("type") and option.get("description"), name
-    # One clusterforge_files task places the step's files. The settings file is root:<service> 0640 and
-    # marked secret, which keeps its content out of every result and diff (the module's
-    # tests, tests/test_files_module.py, prove the masking); the unit is not secret.
+    # One clusterforge_files task places the step's files. The settings file is
+    # root:<service> 0640 and marked secret, which keeps its content out of every result
+    # and diff (the module's tests, tests/test_files_module.py, prove the masking); the
+    # unit is not secret.
     (files_task,) = [
         task
         for task in load(ROLES / INTERNAL_ROLE / "tasks" / "configure.yml")
