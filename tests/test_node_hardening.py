@@ -225,6 +225,26 @@ def test_markers_live_in_the_state_directory_and_their_old_places_are_known(
     assert facts["markers"]["security_loaded"].endswith("/.clusterforge-security-loaded.json")
 
 
+def test_a_state_directory_the_service_user_owns_is_refused() -> None:
+    with pytest.raises(InventoryError) as refused:
+        build_cluster(
+            [
+                (
+                    "os-1",
+                    {
+                        "ansible_host": "127.0.0.71",
+                        "opensearch_security_mode": "open",
+                        "opensearch_state_dir": "/var/lib/opensearch/clusterforge",
+                    },
+                )
+            ]
+        )
+    assert (
+        "opensearch_state_dir /var/lib/opensearch/clusterforge is inside opensearch_data_path"
+        in (str(refused.value))
+    )
+
+
 def _move_script() -> str:
     role_vars = yaml.safe_load((ROOT / "roles/opensearch/vars/main.yml").read_text())
     return str(role_vars["_opensearch_move_markers_script"])

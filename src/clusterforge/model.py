@@ -511,6 +511,16 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         )
 
     tls_protocols, tls_ciphers = _check_tls(value, problems)
+    state_dir = str(value("opensearch_state_dir")).rstrip("/")
+    for owned in ("opensearch_data_path", "opensearch_log_path", "opensearch_repo_path"):
+        # The service user owns those trees: a marker there is one it could forge.
+        path = str(value(owned)).rstrip("/")
+        if state_dir == path or state_dir.startswith(path + "/"):
+            problems.error(
+                f"opensearch_state_dir {state_dir} is inside {owned} ({path}), which the "
+                "service user owns; set it to a root-only path, e.g. "
+                "/var/lib/clusterforge/opensearch"
+            )
     security = _build_security(value, problems)
     _check_users(value("opensearch_security_users") or [], problems)
     _check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
@@ -578,7 +588,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         tls_ciphers=tls_ciphers,
         audit_failed_logins=bool(value("opensearch_audit_failed_logins")),
         auth_failure_limit=_auth_failure_limit(value),
-        state_dir=str(value("opensearch_state_dir")).rstrip("/"),
+        state_dir=state_dir,
     )
 
 
