@@ -114,7 +114,9 @@ def test_the_internal_role_notifies_the_calling_roles_handler(role: str) -> None
             assert item["task"]["vars"]["_python_service_notify"] == f"{role} changed"
 
 
-def test_the_internal_role_declares_each_step_and_writes_secrets_0600_without_logging() -> None:
+def test_the_internal_role_declares_each_step_and_writes_secrets_root_owned_without_logging() -> (
+    None
+):
     specs = load(ROLES / INTERNAL_ROLE / "meta" / "argument_specs.yml")["argument_specs"]
     assert set(specs) == {"main", "preflight", "install", "configure", "run"}
     for step in ("preflight", "install", "configure", "run"):
@@ -122,9 +124,10 @@ def test_the_internal_role_declares_each_step_and_writes_secrets_0600_without_lo
         for name, option in specs[step]["options"].items():
             assert name.startswith("_python_service_"), name
             assert option.get("type") and option.get("description"), name
-    # One clusterforge_files task places the step's files. The settings file is 0600 and
-    # marked secret, which keeps its content out of every result and diff (the module's
-    # tests, tests/test_files_module.py, prove the masking); the unit is not secret.
+    # One clusterforge_files task places the step's files. The settings file is
+    # root:<service> 0640 and marked secret, which keeps its content out of every result
+    # and diff (the module's tests, tests/test_files_module.py, prove the masking); the
+    # unit is not secret.
     (files_task,) = [
         task
         for task in load(ROLES / INTERNAL_ROLE / "tasks" / "configure.yml")
@@ -135,7 +138,10 @@ def test_the_internal_role_declares_each_step_and_writes_secrets_0600_without_lo
     )
     settings_entry, unit_entry = files_task["vars"]["__python_service_files"]
     assert settings_entry["path"] == "{{ _python_service_settings_path }}"
-    assert settings_entry["mode"] == "0600"
+    # Root owns it and the service only reads it through its group (issue 32).
+    assert settings_entry["owner"] == "root"
+    assert settings_entry["group"] == "{{ _python_service_user }}"
+    assert settings_entry["mode"] == "0640"
     assert settings_entry["secret"] is True
     assert "settings.j2" in settings_entry["content"]
     assert unit_entry["path"].startswith("/etc/systemd/system/")

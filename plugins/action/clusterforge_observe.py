@@ -15,7 +15,14 @@ nothing; a node that does not answer reports no version, as a new node does.
 
 Arguments:
   service: the systemd unit (opensearch).
-  markers: ``{"formed": path, "security_mode": path}`` on the node.
+  markers: ``{"formed": path, "security_mode": path, ...}`` on the node, in the toolkit's
+    root-only state directory.
+  legacy_markers: the same markers where releases before issue 32 kept them (the data
+    path, which the service user owns). A node not rerun since still has them there
+    until roles/opensearch moves them; until then an old formed marker counts, so a
+    formed cluster is not bootstrapped again. They are tested for, never read (the
+    service user could have left a link to any file there): an old mode marker tells no
+    mode until it is moved, so a mode switch in that same run is not seen.
   removal: true when the plan removes nodes (``removal.names``), to read the members and
     the replica settings the plan judges a removal by.
 
@@ -41,10 +48,13 @@ REPLICAS_PATH = (
 )
 READ_TIMEOUT_S = 10
 MEMINFO_PATH = "/proc/meminfo"
+# The markers the plan judges by; the others (what securityadmin loaded) are the
+# security role's.
+OBSERVED_MARKERS = ("formed", "security_mode")
 
 
 class ActionModule(ApiActionModule):  # type: ignore[misc]
-    _VALID_ARGS = frozenset({"service", "markers", "removal"})
+    _VALID_ARGS = frozenset({"service", "markers", "legacy_markers", "removal"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
@@ -61,22 +71,34 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         )
         active = (service.get("status") or {}).get("ActiveState") == "active"
         markers = dict(args["markers"])
+        legacy = dict(args.get("legacy_markers") or {})
+        # The old places are only tested, never read: the service user could have put a
+        # link to any file (or to /dev/zero) there.
         read = self._run_module(
             "clusterforge.stack.clusterforge_files",
-            {"read": [*markers.values(), MEMINFO_PATH]},
+            {
+                "read": [*(markers[key] for key in OBSERVED_MARKERS), MEMINFO_PATH],
+                "exists": list(legacy.values()),
+            },
             task_vars,
         )
         before = read.get("before") or {}
+        left = [path for path, there in (read.get("existed") or {}).items() if there]
         mode_text = before.get(markers["security_mode"])
+        formed = before.get(markers["formed"]) is not None or (
+            bool(legacy) and legacy["formed"] in left
+        )
         observed: dict[str, Any] = {
             "memory_megabytes": memory_megabytes(before.get(MEMINFO_PATH)),
             "active": active,
             "version": None,
             "cluster_manager": None,
-            "formed": before.get(markers["formed"]) is not None,
+            "formed": formed,
             "cluster_nodes": [],
             "index_settings": None,
             "security_mode": None if mode_text is None else mode_text.strip(),
+            # Any file left at an old place: roles/opensearch moves it this run.
+            "legacy_markers": bool(left),
         }
         plan = task_vars.get("__clusterforge_plan") or {}
         # A node marked absent has no URL in the plan, and what it runs does not matter:

@@ -31,6 +31,7 @@ from clusterforge.hashing import reuse_or_hash
 from clusterforge.model import PREDEFINED_USER_NAMES
 from clusterforge.pki import write_file_atomically
 from clusterforge.security_config import (
+    AuthFailureLimit,
     InternalUser,
     RoleMapping,
     predefined_users,
@@ -71,6 +72,8 @@ def render_cluster_security(
     roles: Mapping[str, Mapping[str, Any]] | None = None,
     role_mappings: Mapping[str, RoleMapping] | None = None,
     check_key: bytes = b"",
+    audit_failed_logins: bool = False,
+    auth_failure_limit: AuthFailureLimit | None = None,
 ) -> dict[str, Any]:
     """Render the nine security files; returns files, per-type digests and the marker text.
 
@@ -80,6 +83,7 @@ def render_cluster_security(
     own roles (the order service's, clusterforge.orders_search). ``check_key`` (the
     cluster PKI's ``hash_check_key``) keys the records that spare bcrypt on a rerun;
     without it every kept hash is checked with bcrypt and no record is written.
+    ``audit_failed_logins`` and ``auth_failure_limit`` go to render_security_files.
     """
     state_path = pki_dir / HASH_STATE_FILE
     previous, previous_checks = _load_hash_state(state_path)
@@ -127,6 +131,8 @@ def render_cluster_security(
         users=[*predefined_users({name: hashes[name] for name in PREDEFINED_USER_NAMES}), *extra],
         roles=roles,
         role_mappings=role_mappings,
+        audit_failed_logins=audit_failed_logins,
+        auth_failure_limit=auth_failure_limit,
     )
     digests = security_config_digest(files)
     return {"files": files, "digests": digests, "marker": render_digest_marker(digests)}

@@ -20,6 +20,7 @@ from typing import Any
 from clusterforge.errors import InventoryError
 from clusterforge.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
 from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
+from clusterforge.security_config import AuthFailureLimit
 
 SECURITY_MODES = ("open", "tls", "basic")
 SECURED_MODES = frozenset({"tls", "basic"})
@@ -185,6 +186,12 @@ class Cluster:
     cors_allow_credentials: bool = True
     zone_forced: bool = False
     rolling_batch: str = "node"
+    # Empty only for a Cluster built by hand: build_cluster always fills them from the schema.
+    tls_protocols: tuple[str, ...] = ()
+    tls_ciphers: tuple[str, ...] = ()
+    audit_failed_logins: bool = False
+    auth_failure_limit: AuthFailureLimit | None = None
+    state_dir: str = "/var/lib/clusterforge/opensearch"
 
     @property
     def zones(self) -> tuple[str, ...]:
@@ -515,6 +522,17 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
             "https://console.example.internal, or set opensearch_cors_allow_credentials: false"
         )
 
+    tls_protocols, tls_ciphers = _check_tls(value, problems)
+    state_dir = str(value("opensearch_state_dir")).rstrip("/")
+    for owned in ("opensearch_data_path", "opensearch_log_path", "opensearch_repo_path"):
+        # The service user owns those trees: a marker there is one it could forge.
+        path = str(value(owned)).rstrip("/")
+        if state_dir == path or state_dir.startswith(path + "/"):
+            problems.error(
+                f"opensearch_state_dir {state_dir} is inside {owned} ({path}), which the "
+                "service user owns; set it to a root-only path, e.g. "
+                "/var/lib/clusterforge/opensearch"
+            )
     security = _build_security(value, problems)
     _check_users(value("opensearch_security_users") or [], problems)
     _check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
@@ -593,6 +611,59 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         warnings=tuple(problems.warnings),
         zone_forced=zone_forced,
         rolling_batch=rolling_batch,
+        tls_protocols=tls_protocols,
+        tls_ciphers=tls_ciphers,
+        audit_failed_logins=bool(value("opensearch_audit_failed_logins")),
+        auth_failure_limit=_auth_failure_limit(value),
+        state_dir=state_dir,
+    )
+
+
+# TLS 1.3 names its suites without the key exchange; TLS 1.2's strong ones all start so.
+_TLS13_CIPHER_PREFIXES = ("TLS_AES_", "TLS_CHACHA20_")
+_TLS12_CIPHER_PREFIX = "TLS_ECDHE_"
+_DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _check_tls(
+    value: Callable[[str], Any], problems: _Problems
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The TLS versions and suites; each version kept needs a suite it can use."""
+    protocols = tuple(str(item) for item in value("opensearch_tls_protocols") or ())
+    ciphers = tuple(str(item) for item in value("opensearch_tls_ciphers") or ())
+    if not protocols:
+        problems.error(
+            "opensearch_tls_protocols is empty, which would let the plugin offer its own "
+            "defaults; list TLSv1.3 and/or TLSv1.2"
+        )
+    for protocol, prefixes, example in (
+        ("TLSv1.3", _TLS13_CIPHER_PREFIXES, "TLS_AES_256_GCM_SHA384"),
+        ("TLSv1.2", (_TLS12_CIPHER_PREFIX,), "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"),
+    ):
+        if protocol in protocols and not any(suite.startswith(prefixes) for suite in ciphers):
+            problems.error(
+                f"opensearch_tls_protocols has {protocol} but opensearch_tls_ciphers has no "
+                f"suite for it; add one (e.g. {example}) or remove {protocol}"
+            )
+    return protocols, ciphers
+
+
+def _seconds(duration: str) -> int:
+    """A schema-checked duration (30s, 10m) in whole seconds, at least 1."""
+    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", duration)
+    if match is None:  # already reported by the schema check; its default stands in
+        return 1
+    return max(1, int(int(match.group(1)) * _DURATION_SECONDS[match.group(2)]))
+
+
+def _auth_failure_limit(value: Callable[[str], Any]) -> AuthFailureLimit | None:
+    tries = as_int(value("opensearch_auth_failure_allowed_tries")) or 0
+    if tries == 0:
+        return None
+    return AuthFailureLimit(
+        allowed_tries=tries,
+        time_window_seconds=_seconds(str(value("opensearch_auth_failure_time_window"))),
+        block_expiry_seconds=_seconds(str(value("opensearch_auth_failure_block_expiry"))),
     )
 
 

@@ -101,10 +101,23 @@ CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable n
 # install took 2.05 s of CPU instead of 3.1 s, the keystore's creation 1.07 s instead of
 # 1.55 s (measured in a lab node). opensearch-cli appends this to its own JVM options.
 TOOL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-# Files a node keeps in its data path: the run that formed the cluster writes them, and the
-# next plan reads them (clusterforge_observe) to tell a formed cluster and the mode it runs.
+# Files a node keeps in the toolkit's root-only state directory (opensearch_state_dir):
+# the run that formed the cluster writes them, and the next plan reads them
+# (clusterforge_observe) to tell a formed cluster and the mode it runs; the security
+# role's marker says what securityadmin last loaded. They decide what a run does, so
+# the service user, which owns the data path, must not be able to write them (issue 32).
 FORMED_MARKER = ".clusterforge-cluster-formed"
 SECURITY_MODE_MARKER = ".clusterforge-security-mode"
+SECURITY_LOADED_MARKER = ".clusterforge-security-loaded.json"
+# Not a marker but root appends to it: a file in a directory the service user owns could
+# be swapped for a link to any file.
+SECURITYADMIN_LOG = ".clusterforge-securityadmin.log"
+MARKERS = {
+    "formed": FORMED_MARKER,
+    "security_mode": SECURITY_MODE_MARKER,
+    "security_loaded": SECURITY_LOADED_MARKER,
+    "securityadmin_log": SECURITYADMIN_LOG,
+}
 
 
 def cluster_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any]:
@@ -122,10 +135,10 @@ def cluster_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any]:
         "home": cluster.home,
         "config_dir": cluster.config_dir,
         "data_path": cluster.data_path,
-        "markers": {
-            "formed": f"{cluster.data_path}/{FORMED_MARKER}",
-            "security_mode": f"{cluster.data_path}/{SECURITY_MODE_MARKER}",
-        },
+        "state_dir": cluster.state_dir,
+        "markers": {key: f"{cluster.state_dir}/{name}" for key, name in MARKERS.items()},
+        # Where releases before issue 32 kept them; a rerun moves them (roles/opensearch).
+        "legacy_markers": {key: f"{cluster.data_path}/{name}" for key, name in MARKERS.items()},
         "log_path": cluster.log_path,
         "repo_path": cluster.repo_path,
         "service_user": cluster.service_user,
@@ -389,6 +402,7 @@ def _security_files(
     first_host_vars: Mapping[str, Any],
     pki: ClusterPki | None,
     orders_search: OrdersSearch | None = None,
+    cluster: Cluster | None = None,
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
@@ -408,6 +422,8 @@ def _security_files(
         roles=roles,
         role_mappings=role_mappings,
         check_key=pki.hash_check_key,
+        audit_failed_logins=cluster.audit_failed_logins if cluster else False,
+        auth_failure_limit=cluster.auth_failure_limit if cluster else None,
     )
 
 
@@ -796,7 +812,7 @@ def build_plan(
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(validated.warnings),
         "artifacts": artifacts,
-        "security": _security_files(nodes_vars[0][1], pki, orders_search)
+        "security": _security_files(nodes_vars[0][1], pki, orders_search, cluster)
         if security_files
         else dict(SECURITY_FILES_OMITTED),
         # Order delivery (docs/orders-search.md): the index template, the user's name and

@@ -30,6 +30,16 @@ CA_CERT_FILE = "certs/ca.pem"
 ADMIN_CERT_FILE = "certs/admin.pem"
 ADMIN_KEY_FILE = "certs/admin-key.pem"
 HOT_RELOAD_SETTING = "plugins.security.ssl.certificates_hot_reload.enabled"
+# Where audit events go when failed logins are recorded (which events: the security
+# config's audit.yml, clusterforge.security_config): the engine's log4j logger `audit`,
+# whose lines land in the node's log under the shipped log4j2.properties' rolling
+# policy, so they take no more room than the log already may. An audit index would grow
+# a new index a day with nothing to remove the old ones.
+AUDIT_SINK_SETTINGS: dict[str, Any] = {
+    "plugins.security.audit.type": "log4j",
+    "plugins.security.audit.config.log4j.logger_name": "audit",
+    "plugins.security.audit.config.log4j.level": "INFO",
+}
 CORS_ALLOW_HEADERS = "X-Requested-With, X-Auth-Token, Content-Type, Content-Length, Authorization"
 
 _environment = jinja2.Environment(
@@ -68,6 +78,7 @@ def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> d
         # whom a node trusts.
         "plugins.security.ssl.transport.enforce_cert_reload_dn_verification": False,
     }
+    settings.update(tls_policy_settings(cluster, "transport"))
     if cluster.security_mode == "tls":
         settings.update(
             {
@@ -77,6 +88,7 @@ def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> d
                 "plugins.security.ssl.http.enforce_cert_reload_dn_verification": False,
             }
         )
+        settings.update(tls_policy_settings(cluster, "http"))
     settings.update(
         {
             "plugins.security.nodes_dn": pki.nodes_dn,
@@ -85,6 +97,8 @@ def security_settings(cluster: Cluster, node: Node, pki: ClusterPki | None) -> d
             "plugins.security.restapi.roles_enabled": list(REST_API_ROLES_ENABLED),
         }
     )
+    if cluster.audit_failed_logins:
+        settings.update(AUDIT_SINK_SETTINGS)
     if cluster.security_mode == "basic" and node == cluster.security_init_node:
         # securityadmin speaks only HTTPS, so without HTTP TLS this one node loads the
         # security index from config/opensearch-security/ itself, once, when it is missing.
@@ -103,6 +117,20 @@ def zone_settings(cluster: Cluster, node: Node) -> dict[str, Any]:
     }
     if cluster.zone_forced:
         settings["cluster.routing.allocation.awareness.force.zone.values"] = list(cluster.zones)
+    return settings
+
+
+def tls_policy_settings(cluster: Cluster, layer: str) -> dict[str, Any]:
+    """The TLS versions and suites one layer (``http`` or ``transport``) accepts.
+
+    Without them the plugin offers TLS 1.2's CBC and SHA-1 suites too, and picks one of
+    them before a client's AES-GCM (issue 32).
+    """
+    settings: dict[str, Any] = {}
+    if cluster.tls_protocols:
+        settings[f"plugins.security.ssl.{layer}.enabled_protocols"] = list(cluster.tls_protocols)
+    if cluster.tls_ciphers:
+        settings[f"plugins.security.ssl.{layer}.enabled_ciphers"] = list(cluster.tls_ciphers)
     return settings
 
 

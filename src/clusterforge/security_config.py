@@ -244,6 +244,30 @@ def predefined_users(
     ]
 
 
+@dataclass(frozen=True)
+class AuthFailureLimit:
+    """How many failed logins one client address may make before it is refused."""
+
+    allowed_tries: int
+    time_window_seconds: int
+    block_expiry_seconds: int
+
+
+# Audit events other than failed logins (the plugin's AuditCategory names; an unknown
+# one makes securityadmin refuse audit.yml): each is a log line per request, and a busy
+# cluster would fill its log with them (GRANTED_PRIVILEGES alone is one per request).
+AUDIT_CATEGORIES_LEFT_OUT = (
+    "AUTHENTICATED",
+    "GRANTED_PRIVILEGES",
+    "MISSING_PRIVILEGES",
+    "BAD_HEADERS",
+    "SSL_EXCEPTION",
+    "OPENDISTRO_SECURITY_INDEX_ATTEMPT",
+    # Every admin read of an index (GET /<index>) too: as noisy as GRANTED_PRIVILEGES.
+    "INDEX_EVENT",
+)
+
+
 def render_security_files(
     *,
     users: Sequence[InternalUser],
@@ -251,12 +275,17 @@ def render_security_files(
     role_mappings: Mapping[str, RoleMapping] | None = None,
     kibana_server_username: str = "kibanaserver",
     multitenancy_enabled: bool = True,
+    audit_failed_logins: bool = False,
+    auth_failure_limit: AuthFailureLimit | None = None,
 ) -> dict[str, str]:
     """Render the ten security config files; raise :class:`SecurityConfigError` if invalid.
 
     ``users`` must hold the four predefined users (see :func:`predefined_users`) with the
     spec's roles and flags, plus any inventory users. ``roles`` adds custom roles (plugin
     ``roles.yml`` bodies); ``role_mappings`` adds mappings, merged with the built-in ones.
+    ``audit_failed_logins`` turns on the audit log for FAILED_LOGIN events only (the
+    sink is opensearch.yml's plugins.security.audit.type, clusterforge.render);
+    ``auth_failure_limit`` adds the per-address rate limit of failed logins.
     """
     problems = _user_problems(users)
     extra_roles = dict(roles or {})
@@ -279,6 +308,7 @@ def render_security_files(
         "config.yml": _config_document(
             kibana_server_username=kibana_server_username,
             multitenancy_enabled=multitenancy_enabled,
+            auth_failure_limit=auth_failure_limit,
         ),
         "nodes_dn.yml": {"_meta": _meta("nodesdn")},
         "allowlist.yml": {
@@ -289,7 +319,7 @@ def render_security_files(
             "_meta": _meta("whitelist"),
             "config": {"enabled": False, "requests": {}},
         },
-        "audit.yml": _audit_document(),
+        "audit.yml": _audit_document(audit_failed_logins),
     }
     return {name: _dump(document) for name, document in documents.items()}
 
@@ -546,40 +576,71 @@ def _roles_mapping_document(extra: Mapping[str, RoleMapping]) -> dict[str, Any]:
     return document
 
 
-def _config_document(*, kibana_server_username: str, multitenancy_enabled: bool) -> dict[str, Any]:
-    return {
-        "_meta": _meta("config"),
-        "config": {
-            "dynamic": {
-                "kibana": {
-                    "multitenancy_enabled": multitenancy_enabled,
-                    "private_tenant_enabled": True,
-                    "server_username": kibana_server_username,
-                    "index": ".kibana",
-                },
-                "http": {"anonymous_auth_enabled": False, "xff": {"enabled": False}},
-                "authc": {
-                    "basic_internal_auth_domain": {
-                        "description": "HTTP Basic against the internal user database",
-                        "http_enabled": True,
-                        "order": 0,
-                        "http_authenticator": {"type": "basic", "challenge": True},
-                        "authentication_backend": {"type": "intern"},
-                    }
-                },
+def _config_document(
+    *,
+    kibana_server_username: str,
+    multitenancy_enabled: bool,
+    auth_failure_limit: AuthFailureLimit | None,
+) -> dict[str, Any]:
+    dynamic: dict[str, Any] = {
+        "kibana": {
+            "multitenancy_enabled": multitenancy_enabled,
+            "private_tenant_enabled": True,
+            "server_username": kibana_server_username,
+            "index": ".kibana",
+        },
+        "http": {"anonymous_auth_enabled": False, "xff": {"enabled": False}},
+        "authc": {
+            "basic_internal_auth_domain": {
+                "description": "HTTP Basic against the internal user database",
+                "http_enabled": True,
+                "order": 0,
+                "http_authenticator": {"type": "basic", "challenge": True},
+                "authentication_backend": {"type": "intern"},
             }
         },
     }
+    if auth_failure_limit is not None:
+        dynamic["auth_failure_listeners"] = {
+            # By client address, not by user name: a limit per user name would let anyone
+            # lock out admin, the user the toolkit itself signs in as, by guessing.
+            "ip_rate_limiting": {
+                "type": "ip",
+                "allowed_tries": auth_failure_limit.allowed_tries,
+                "time_window_seconds": auth_failure_limit.time_window_seconds,
+                "block_expiry_seconds": auth_failure_limit.block_expiry_seconds,
+                "max_blocked_clients": 100000,
+                "max_tracked_clients": 100000,
+            }
+        }
+    return {"_meta": _meta("config"), "config": {"dynamic": dynamic}}
 
 
-def _audit_document() -> dict[str, Any]:
-    # Audit logging stays off: it needs a sink (plugins.security.audit.type) the spec does not
-    # describe, and a half-configured one only fills the log.
+def _audit_document(failed_logins: bool) -> dict[str, Any]:
+    if not failed_logins:
+        return {
+            "_meta": _meta("audit"),
+            "config": {
+                "enabled": False,
+                "audit": {"enable_rest": False, "enable_transport": False},
+                "compliance": {"enabled": False},
+            },
+        }
     return {
         "_meta": _meta("audit"),
         "config": {
-            "enabled": False,
-            "audit": {"enable_rest": False, "enable_transport": False},
+            "enabled": True,
+            "audit": {
+                "enable_rest": True,
+                "disabled_rest_categories": list(AUDIT_CATEGORIES_LEFT_OUT),
+                "enable_transport": True,
+                "disabled_transport_categories": list(AUDIT_CATEGORIES_LEFT_OUT),
+                "resolve_bulk_requests": False,
+                "log_request_body": False,
+                "resolve_indices": False,
+                # The Authorization header of a failed login holds the password tried.
+                "exclude_sensitive_headers": True,
+            },
             "compliance": {"enabled": False},
         },
     }
