@@ -345,11 +345,19 @@ class FilesModule(AnsibleModule):  # type: ignore[misc]
     not marked ``secret`` may still hold one, and a journal needs the paths only.
     """
 
-    def _log_invocation(self) -> None:
-        files = self.params.get("files") or []
-        for entry in files:
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # Again for a no_log task, whose invocation the constructor did not log.
+        self._mask_secret_contents()
+
+    def _mask_secret_contents(self) -> None:
+        for entry in self.params.get("files") or []:
             if entry.get("secret") and entry.get("content"):
                 self.no_log_values.add(str(entry["content"]))
+
+    def _log_invocation(self) -> None:
+        self._mask_secret_contents()
+        files = self.params.get("files") or []
         arguments = self.params
         self.params = {**arguments, "files": [_without_content(entry) for entry in files]}
         try:
