@@ -4,8 +4,9 @@
 
 Runs playbooks/site.yml against the inventory ``--runs`` times (a deploy, then reruns)
 at -vvv with --diff, optionally a preview (--check --diff -vvv) after them, then fetches
-every host's journal (``journalctl -o verbose --all``: every field AnsibleModule logs, not
-only the message) and its text logs under /var/log, and counts, per secret and per place,
+every host's journal since the check started (``journalctl -o verbose --all``: every
+field AnsibleModule logs, not only the message; ``--whole-journal`` for all of it) and
+its text logs under /var/log, and counts, per secret and per place,
 how often each secret appears in the controller's output of each run, in the journals
 and in the logs. It also lists any super-admin key a host keeps (``admin-key.pem``) and
 any scratch directory that should have gone (``clusterforge-security-*``,
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -50,7 +52,7 @@ COLLECT = """
         cmd: |
           set -u
           out=$(mktemp -d /root/.clusterforge-leakcheck-XXXXXX)
-          journalctl --no-pager -o verbose --all > "$out/journal.txt" 2>&1 || true
+          journalctl --no-pager -o verbose --all {{ leakcheck_since }} > "$out/journal.txt" 2>&1 || true
           find / -xdev \\( -name admin-key.pem -o -name 'clusterforge-security-*' \\
             -o -name 'clusterforge-key-*' \\) -print > "$out/left-behind.txt" 2>/dev/null || true
           find /var/log -xdev -type f -size -64M -print0 2>/dev/null \\
@@ -125,7 +127,7 @@ def recap_changed(output: str) -> int:
     return sum(int(n) for n in re.findall(r"\bchanged=(\d+)", output.split("PLAY RECAP")[-1]))
 
 
-def collect(inventory: Path, into: Path) -> dict[str, dict[str, str]]:
+def collect(inventory: Path, into: Path, since: str) -> dict[str, dict[str, str]]:
     """Per host: its journal, every log file, and the paths that should not exist."""
     play = into / "collect.yml"
     play.write_text(COLLECT)
@@ -136,7 +138,7 @@ def collect(inventory: Path, into: Path) -> dict[str, dict[str, str]]:
             str(inventory),
             str(play),
             "-e",
-            json.dumps({"leakcheck_dir": str(into)}),
+            json.dumps({"leakcheck_dir": str(into), "leakcheck_since": since}),
         ],
         cwd=REPO,
         capture_output=True,
@@ -171,7 +173,14 @@ def main() -> int:
     parser.add_argument("--inventory", type=Path, default=REPO / "inventories" / "lab")
     parser.add_argument("--runs", type=int, default=2, help="site.yml runs (deploy, reruns)")
     parser.add_argument("--check", action="store_true", help="then a preview at -vvv --diff")
+    parser.add_argument(
+        "--whole-journal",
+        action="store_true",
+        help="read the whole journal, not only what the runs of this check wrote",
+    )
     args = parser.parse_args()
+    # The hosts' clocks are taken to be the control node's (a lab, a molecule cluster).
+    since = "" if args.whole_journal else f"--since @{int(time.time()) - 5}"
     inventory = args.inventory.resolve()
     secrets = read_secrets(inventory)
     print(f"secrets looked for: {len(secrets)} ({', '.join(sorted(secrets))})")
@@ -192,7 +201,7 @@ def main() -> int:
             print(output[-4000:])
             return 2
     with tempfile.TemporaryDirectory(prefix="clusterforge-leakcheck-") as scratch:
-        for host, texts in collect(inventory, Path(scratch)).items():
+        for host, texts in collect(inventory, Path(scratch), since).items():
             journal = count(texts.get("journal.txt", ""), secrets)
             logs: Counter[str] = Counter()
             for name, text in texts.items():
