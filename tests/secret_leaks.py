@@ -52,7 +52,8 @@ COLLECT = """
         cmd: |
           set -u
           out=$(mktemp -d /root/.clusterforge-leakcheck-XXXXXX)
-          journalctl --no-pager -o verbose --all {{ leakcheck_since }} > "$out/journal.txt" 2>&1 || true
+          journalctl --no-pager -o verbose --all {{ leakcheck_since }} \\
+            > "$out/journal.txt" 2>&1 || true
           find / -xdev \\( -name admin-key.pem -o -name 'clusterforge-security-*' \\
             -o -name 'clusterforge-key-*' \\) -print > "$out/left-behind.txt" 2>/dev/null || true
           find /var/log -xdev -type f -size -64M -print0 2>/dev/null \\
