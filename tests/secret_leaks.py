@@ -181,7 +181,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     # The hosts' clocks are taken to be the control node's (a lab, a molecule cluster).
-    since = "" if args.whole_journal else f"--since @{int(time.time()) - 5}"
+    since = "" if args.whole_journal else f"--since @{int(time.time())}"
     inventory = args.inventory.resolve()
     secrets = read_secrets(inventory)
     print(f"secrets looked for: {len(secrets)} ({', '.join(sorted(secrets))})")
