@@ -19,10 +19,15 @@ Arguments:
     retried every 0.1 s while the port refuses and after 0.1-1 s pauses otherwise, rather
     than an ``until`` loop that costs a round trip and a whole second per try.
   auth: ``admin`` (default; the admin user in secured modes, nobody in open mode),
-    ``cert`` (the admin client certificate on the node in tls mode, the only identity the
-    cluster accepts before its security index exists; the admin user in basic mode, where
-    the init node loads that index itself), ``none``, or ``user`` with
+    ``cert`` (the admin client certificate in tls mode, the only identity the cluster
+    accepts before its security index exists; the admin user in basic mode, where the
+    init node loads that index itself), ``none``, or ``user`` with
     ``username`` and ``password`` given.
+    ``cert`` works with ``wait_seconds`` only: the super-admin key stays on the control
+    node, and goes to the host inside the arguments of that one module run
+    (clusterforge_http_wait's ``client_key_content``, never logged), which keeps it in a
+    file of its own for the run alone (issue 31); ansible.builtin.uri can only read a key
+    the host keeps.
 The plan is read from the ``__clusterforge_plan`` variable (playbooks/plan.yml), the
 admin password from ``opensearch_security_passwords``.
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
@@ -67,6 +73,12 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         args = self._task.args
         method = str(args.get("method", "GET")).upper()
         module_args = self._uri_args(args, method, task_vars)
+        if "client_key_content" in module_args and "wait_seconds" not in args:
+            raise AnsibleActionFail(
+                "clusterforge_api auth: cert needs wait_seconds (the admin key reaches the "
+                "host only for a clusterforge_http_wait run); add wait_seconds, or use "
+                "auth: admin"
+            )
         if "wait_seconds" in args:
             if method != "GET":
                 raise AnsibleActionFail("clusterforge_api waits (wait_seconds) with GET only")
@@ -133,7 +145,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 "url",
                 "ca_path",
                 "client_cert",
-                "client_key",
+                "client_key_content",
                 "url_username",
                 "url_password",
                 "force_basic_auth",
@@ -195,7 +207,10 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             module_args["ca_path"] = on_node["ca_cert"]
         auth = str(args.get("auth", "admin"))
         if auth == "cert" and cluster.get("security_mode") == "tls":
-            module_args.update(client_cert=on_node["admin_cert"], client_key=on_node["admin_key"])
+            module_args.update(
+                client_cert=on_node["admin_cert"],
+                client_key_content=_control_node_file(pki, "admin_key"),
+            )
         elif auth in ("admin", "cert") and cluster.get("secured"):
             passwords = self._templar.template(task_vars.get(PASSWORDS_VARIABLE) or {})
             module_args.update(
@@ -214,3 +229,16 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 f"clusterforge_api auth {auth!r}: use admin, cert, none or user"
             )
         return module_args
+
+
+def _control_node_file(pki: dict[str, Any], name: str) -> str:
+    """The content of the plan's PKI file ``name`` (a path on the control node)."""
+    path = pki.get(name)
+    try:
+        return Path(str(path)).read_text()
+    except OSError as error:
+        raise AnsibleActionFail(
+            f"clusterforge_api auth: cert reads the admin key on the control node, at "
+            f"{path}: {error.strerror}. Run playbooks/plan.yml first, which issues it into "
+            "opensearch_pki_dir"
+        ) from None

@@ -334,6 +334,46 @@ class Placement:
                 os.unlink(path)
 
 
+class FilesModule(AnsibleModule):  # type: ignore[misc]
+    """AnsibleModule whose log of its own invocation holds no file's content.
+
+    AnsibleModule writes its arguments to the host's journal (or syslog) from its
+    constructor, unless the task is no_log: adding a secret to ``no_log_values`` in
+    main(), after that, left every run's settings files and passwords in the journal
+    (issue 31). Here the secret contents join ``no_log_values`` before anything is
+    logged, so the result's echo of the arguments masks them too, and the logged copy
+    of the arguments carries every content's length instead of the content: a file
+    not marked ``secret`` may still hold one, and a journal needs the paths only.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # Again for a no_log task, whose invocation the constructor did not log.
+        self._mask_secret_contents()
+
+    def _mask_secret_contents(self) -> None:
+        for entry in self.params.get("files") or []:
+            if entry.get("secret") and entry.get("content"):
+                self.no_log_values.add(str(entry["content"]))
+
+    def _log_invocation(self) -> None:
+        self._mask_secret_contents()
+        files = self.params.get("files") or []
+        arguments = self.params
+        self.params = {**arguments, "files": [_without_content(entry) for entry in files]}
+        try:
+            super()._log_invocation()
+        finally:
+            self.params = arguments
+
+
+def _without_content(entry: dict[str, Any]) -> dict[str, Any]:
+    """A file entry as the invocation log shows it: its content's length, not the content."""
+    if entry.get("content") is None:
+        return entry
+    return {**entry, "content": f"({len(str(entry['content']))} characters, not logged)"}
+
+
 def _resolved(link: str, target: str) -> str:
     """The absolute path a link at ``link`` pointing at ``target`` names."""
     return os.path.normpath(os.path.join(os.path.dirname(link), target))
@@ -350,7 +390,7 @@ def _link_targets(links: list[dict[str, Any]]) -> set[str]:
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = FilesModule(
         argument_spec={
             "accounts": {"type": "list", "elements": "dict", "default": []},
             "directories": {"type": "list", "elements": "dict", "default": []},
@@ -366,11 +406,6 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    # A secret's content is masked wherever it would appear in the result (the invocation
-    # echoes the arguments), whether or not the task sets no_log.
-    for entry in params["files"]:
-        if entry.get("secret") and entry.get("content"):
-            module.no_log_values.add(str(entry["content"]))
     matches = sorted({path for pattern in params["read_matching"] for path in glob.glob(pattern)})
     before = {path: _decoded(_read(path)) for path in [*params["read"], *matches]}
     existed = {path: os.path.lexists(path) for path in params["exists"]}

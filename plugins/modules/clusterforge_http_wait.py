@@ -55,8 +55,15 @@ options:
     description: A client certificate to present.
     type: path
   client_key:
-    description: The client certificate's key.
+    description: The client certificate's key, a file on the host.
     type: path
+  client_key_content:
+    description:
+      - The client certificate's key itself, instead of C(client_key), for a key the host
+        must not keep (the cluster's super-admin key): it is written to a file only the
+        module's user can read, for this run alone, and removed when the module ends,
+        whatever the outcome. Never logged.
+    type: str
   url_username:
     description: The user of HTTP basic authentication.
     type: str
@@ -97,6 +104,9 @@ attempts:
 """
 
 import json
+import os
+import shutil
+import tempfile
 import time
 from typing import Any
 from urllib.error import HTTPError
@@ -109,7 +119,9 @@ FIRST_PAUSE_S = 0.1
 LONGEST_PAUSE_S = 1.0
 
 
-def _answer(module: AnsibleModule, remaining: float) -> tuple[int | None, Any, str]:
+def _answer(
+    module: AnsibleModule, remaining: float, client_key: str | None
+) -> tuple[int | None, Any, str]:
     """One GET: (status or None, parsed JSON body or None, what to report)."""
     params = module.params
     try:
@@ -120,7 +132,7 @@ def _answer(module: AnsibleModule, remaining: float) -> tuple[int | None, Any, s
             validate_certs=True,
             ca_path=params["ca_path"],
             client_cert=params["client_cert"],
-            client_key=params["client_key"],
+            client_key=client_key,
             url_username=params["url_username"],
             url_password=params["url_password"],
             force_basic_auth=params["force_basic_auth"],
@@ -150,12 +162,31 @@ def main() -> None:
             "ca_path": {"type": "path"},
             "client_cert": {"type": "path"},
             "client_key": {"type": "path", "no_log": False},
+            "client_key_content": {"type": "str", "no_log": True},
             "url_username": {"type": "str"},
             "url_password": {"type": "str", "no_log": True},
             "force_basic_auth": {"type": "bool", "default": False},
         },
+        mutually_exclusive=[("client_key", "client_key_content")],
         supports_check_mode=True,
     )
+    if module.params["client_key_content"] is None:
+        _wait(module, module.params["client_key"])
+        return
+    # exit_json and fail_json leave by SystemExit, so the key goes on every way out.
+    scratch = tempfile.mkdtemp(prefix="clusterforge-key-")  # 0700
+    try:
+        key_path = os.path.join(scratch, "client-key.pem")
+        descriptor = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as key_file:
+            key_file.write(module.params["client_key_content"])
+        _wait(module, key_path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _wait(module: AnsibleModule, client_key: str | None) -> None:
+    """Ask until the answer is the wanted one (exit_json) or the time is up (fail_json)."""
     params = module.params
     started = time.monotonic()
     deadline = started + params["timeout"]
@@ -163,7 +194,7 @@ def main() -> None:
     attempts = 0
     while True:
         attempts += 1
-        status, document, last = _answer(module, deadline - time.monotonic())
+        status, document, last = _answer(module, deadline - time.monotonic(), client_key)
         if status == params["ready_status"]:
             wanted = params["ready_json"]
             if all(isinstance(document, dict) and document.get(k) == v for k, v in wanted.items()):

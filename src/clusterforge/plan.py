@@ -76,11 +76,11 @@ from clusterforge.plugins import check_plugin, fetch_plugin, fetch_security_plug
 from clusterforge.published_secrets import published_secret_findings
 from clusterforge.render import (
     ADMIN_CERT_FILE,
-    ADMIN_KEY_FILE,
     NODE_CA_FILE,
     NODE_CERT_FILE,
     NODE_KEY_FILE,
     NODE_TLS_LINK,
+    RETIRED_ADMIN_KEY_FILE,
     render_node_files,
 )
 from clusterforge.rollout import (
@@ -193,7 +193,7 @@ def _pki_facts(cluster: Cluster, pki: ClusterPki | None) -> dict[str, Any] | Non
             "node_cert": f"{on_node}/{NODE_CERT_FILE}",
             "node_key": f"{on_node}/{NODE_KEY_FILE}",
             "admin_cert": f"{on_node}/{ADMIN_CERT_FILE}",
-            "admin_key": f"{on_node}/{ADMIN_KEY_FILE}",
+            "retired_admin_key": f"{on_node}/{RETIRED_ADMIN_KEY_FILE}",
         },
         "changed": pki.ca_changed
         or pki.admin.changed

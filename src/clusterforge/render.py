@@ -28,7 +28,10 @@ NODE_CA_FILE = f"{NODE_TLS_LINK}/ca.pem"
 # The console's copy of the CA bundle, relative to its own config directory.
 CA_CERT_FILE = "certs/ca.pem"
 ADMIN_CERT_FILE = "certs/admin.pem"
-ADMIN_KEY_FILE = "certs/admin-key.pem"
+# Where versions before issue 31 kept the super-admin's key at rest; roles/certificates
+# removes it. The key now stays on the control node and reaches a node only for the run
+# of securityadmin or of one clusterforge_http_wait call.
+RETIRED_ADMIN_KEY_FILE = "certs/admin-key.pem"
 HOT_RELOAD_SETTING = "plugins.security.ssl.certificates_hot_reload.enabled"
 # Where audit events go when failed logins are recorded (which events: the security
 # config's audit.yml, clusterforge.security_config): the engine's log4j logger `audit`,
