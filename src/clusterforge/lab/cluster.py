@@ -398,6 +398,11 @@ class Lab:
         for name in absent:
             # Scale in: the playbook drains, stops and disables these nodes.
             hosts[name]["opensearch_node_state"] = "absent"
+        present = [name for name in hosts if name not in absent]
+        if len(present) == 2:
+            # Two cluster-manager-eligible nodes survive the loss of neither, and the plan
+            # refuses them (docs/zones.md): the second one holds data only.
+            hosts[present[1]]["opensearch_node_roles"] = ["data", "ingest"]
         children: dict[str, Any] = {"opensearch": {"hosts": hosts}}
         if dashboards_archive:
             # The console runs beside the first node, on its address.
