@@ -234,6 +234,20 @@ def _check_int(
     problems.append(f"{name} is {value!r}; set it to a whole number {limits}")
 
 
+def _token_list(
+    problems: list[str], variables: Mapping[str, Any], name: str, vault_example: str
+) -> list[Any]:
+    """A service's token list variable; anything but a list is a problem (empty then)."""
+    tokens = variables.get(name) or []
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        problems.append(
+            f"{name} must be a list of tokens (one string each); "
+            f'set it to a YAML list, e.g. ["{{{{ {vault_example} }}}}"]'
+        )
+        return []
+    return list(tokens)
+
+
 def _check_database_url(problems: list[str], name: str, url: str) -> None:
     if not url.startswith(_DATABASE_URL_PREFIXES):
         # The URL itself is never printed: it may hold a password.
@@ -285,13 +299,7 @@ def _plan_user_directory(
     before = len(problems)
     _check_int(problems, variables, "user_directory_port", 1, 65535)
     _check_int(problems, variables, "user_directory_workers", 1, None)
-    tokens = variables.get("user_directory_auth_tokens") or []
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        problems.append(
-            "user_directory_auth_tokens must be a list of tokens (one string each); "
-            'set it to a YAML list, e.g. ["{{ vault_userdir_token }}"]'
-        )
-        tokens = []
+    tokens = _token_list(problems, variables, "user_directory_auth_tokens", "vault_userdir_token")
     database_url = _effective_database_url(
         variables.get("user_directory_database_url"),
         variables.get("user_directory_data_dir"),
@@ -403,13 +411,9 @@ def _plan_order_service(
     for name in ("order_service_event_async", "order_service_listeners"):
         if not isinstance(variables.get(name), Mapping):
             problems.append(f"{name} must be a mapping (see docs/orders.md); set it to one")
-    tokens = variables.get("order_service_auth_tokens") or []
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        problems.append(
-            "order_service_auth_tokens must be a list of tokens (one string each); "
-            'set it to a YAML list, e.g. ["{{ vault_order_service_auth_token }}"]'
-        )
-        tokens = []
+    tokens = _token_list(
+        problems, variables, "order_service_auth_tokens", "vault_order_service_auth_token"
+    )
     # Blank entries dropped as the user directory's comma-separated setting drops them.
     tokens = [str(token).strip() for token in tokens if token is not None and str(token).strip()]
     # Before the model, which refuses the same with the service's setting names.
