@@ -60,7 +60,7 @@ options:
   client_key_content:
     description:
       - The client certificate's key itself, instead of C(client_key), for a key the host
-        must not keep (the cluster's super-admin key): it is written to a file only the
+        must not keep (the cluster's super-admin key). It is written to a file only the
         module's user can read, for this run alone, and removed when the module ends,
         whatever the outcome. Never logged.
     type: str
