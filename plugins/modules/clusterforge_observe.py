@@ -33,6 +33,13 @@ options:
         (the plan's C(cluster.markers)).
     type: dict
     required: true
+  legacy_markers:
+    description:
+      - The same markers where releases before issue 32 kept them (in a directory the
+        service user owns). Their existence is checked, never their content, so a file
+        planted there decides nothing; the role moves them to the root-owned state
+        directory.
+    type: dict
   removal:
     description: Whether the plan removes nodes; then the members and replica settings are read too.
     type: bool
