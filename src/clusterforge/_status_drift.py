@@ -65,15 +65,11 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
     return merged
 
 
-def declared_config(
-    inventory: Path,
-    vault_password_file: Path | None,
-    extra_vars: Mapping[str, Any],
-    *,
-    secured: bool,
-) -> ClusterConfig | None:
-    """The declarations of the inventory's opensearch group with ``extra_vars`` on top;
-    None when nothing is declared."""
+def lab_inventory_vars(
+    inventory: Path, vault_password_file: Path | None, extra_vars: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The opensearch group's variables of the inventory beside a lab.json, ``extra_vars``
+    on top (an ``--inventory`` target has read them already: Target.opensearch_vars)."""
     from clusterforge.cli import InventoryReader, InventoryReadError, select_model_vars
 
     try:
@@ -81,21 +77,19 @@ def declared_config(
         hosts = reader.hosts_vars("opensearch", select_model_vars)
     except InventoryReadError as error:
         raise StatusConfigError(f"cannot read the inventory {inventory}: {error}") from error
-    variables = {
+    return {**hosts[0][1], **extra_vars}
+
+
+def declared_config(variables: Mapping[str, Any], *, secured: bool) -> ClusterConfig | None:
+    """The cluster objects ``variables`` declare, validated; None when they declare none."""
+    declared = {
         name: value
-        for name, value in hosts[0][1].items()
+        for name, value in variables.items()
         if name in KINDS_BY_VARIABLE or name == PRUNE_VARIABLE
     }
-    variables.update(
-        {
-            name: value
-            for name, value in extra_vars.items()
-            if name in KINDS_BY_VARIABLE or name == PRUNE_VARIABLE
-        }
-    )
     try:
         config = plan_cluster_config(
-            variables, secured=secured, toolkit_names=toolkit_security_names()
+            declared, secured=secured, toolkit_names=toolkit_security_names()
         )
     except InventoryError as error:
         raise StatusConfigError(f"the declared cluster objects are not valid: {error}") from error

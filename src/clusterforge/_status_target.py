@@ -55,6 +55,9 @@ class Target:
     # Service name -> health URL, or a reason it cannot be checked from here.
     services: Mapping[str, str] = field(default_factory=dict)
     unchecked_services: Mapping[str, str] = field(default_factory=dict)
+    # The opensearch group's variables as read (extra vars on top), for the drift check;
+    # None for a lab.json, which holds none.
+    opensearch_vars: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
     def secured(self) -> bool:
@@ -169,6 +172,7 @@ def load_inventory(
         console=consoles[0].url if consoles else None,
         services=services,
         unchecked_services=unchecked,
+        opensearch_vars=opensearch_hosts[0][1],
     )
 
 

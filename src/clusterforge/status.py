@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from clusterforge._status_drift import (
     declared_config,
     drift_problems,
     find_drift,
+    lab_inventory_vars,
     parse_extra_vars,
 )
 from clusterforge._status_probe import DEFAULT_TIMEOUT, HttpClient, collect
@@ -199,11 +201,9 @@ def render_table(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _target(args: argparse.Namespace) -> Target:
+def _target(args: argparse.Namespace, extra_vars: Mapping[str, Any]) -> Target:
     if args.inventory is not None:
-        return load_inventory(
-            args.inventory, args.vault_password_file, parse_extra_vars(args.extra_vars)
-        )
+        return load_inventory(args.inventory, args.vault_password_file, extra_vars)
     lab_json = args.lab_json or DEFAULT_LAB_JSON
     if args.lab_json is None and not lab_json.exists():
         raise _UsageError(
@@ -213,19 +213,19 @@ def _target(args: argparse.Namespace) -> Target:
     return load_lab_json(lab_json)
 
 
-def _declared(args: argparse.Namespace, target: Target) -> ClusterConfig | None:
+def _declared(
+    args: argparse.Namespace, target: Target, extra_vars: Mapping[str, Any]
+) -> ClusterConfig | None:
     """The cluster objects the inventory (the one given, or the lab's beside its lab.json)
     declares, ``-e`` on top; None when it declares none, or for a lab.json without an
     inventory beside it and no ``-e``."""
-    extra_vars = parse_extra_vars(args.extra_vars)
-    inventory = args.inventory
-    if inventory is None:
+    variables = target.opensearch_vars
+    if variables is None:
         inventory = Path(args.lab_json or DEFAULT_LAB_JSON).parent
         if not extra_vars and not (inventory / "hosts.yml").exists():
             return None
-    return declared_config(
-        Path(inventory), args.vault_password_file, extra_vars, secured=target.secured
-    )
+        variables = lab_inventory_vars(inventory, args.vault_password_file, extra_vars)
+    return declared_config(variables, secured=target.secured)
 
 
 class _UsageError(ClusterforgeError):
@@ -259,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.vault_password_file is not None and args.inventory is None:
         parser.error("--vault-password-file needs --inventory")
     try:
-        target = _target(args)
-        declared = _declared(args, target)
+        extra_vars = parse_extra_vars(args.extra_vars)
+        target = _target(args, extra_vars)
+        declared = _declared(args, target, extra_vars)
     except ClusterforgeError as error:
         print(f"scripts/status: error: {error}", file=sys.stderr)
         return EXIT_USAGE
