@@ -1,7 +1,7 @@
 """The rollout planner: which nodes go down together, in which order, and what each batch
 waits for before the next one goes.
 
-Pure (DESIGN.md, rollout decisions): a :class:`Topology` in, a :class:`Rollout` out; no
+Pure (docs/architecture.md): a :class:`Topology` in, a :class:`Rollout` out; no
 Ansible, no I/O, no clock. :func:`clusterforge.plan.plan_rollout` builds the topology
 from the model and what the nodes report, and puts :meth:`Rollout.as_dict` in the plan.
 
