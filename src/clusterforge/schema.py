@@ -80,6 +80,9 @@ class Service:
     status_name: str  # its name in lab.json and scripts/status
     health_path: str
 
+    def project_root(self, checkout: Path) -> Path:
+        return checkout / self.project
+
 
 @dataclass(frozen=True)
 class Schema:
@@ -94,6 +97,10 @@ class Schema:
 
     def of_role(self, role: str) -> list[Variable]:
         return [var for var in self.variables.values() if role in var.roles]
+
+    def default_of(self, name: str) -> Any:
+        """The default of the variable ``name`` (for a constant that must equal it)."""
+        return self.variables[name].default
 
     def defaults(self, *scopes: str) -> dict[str, Any]:
         return {var.name: var.default for var in self.of_scope(*scopes) if var.has_default}
