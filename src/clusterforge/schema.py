@@ -3,9 +3,10 @@
 The model (:mod:`clusterforge.model`) and the console (:mod:`clusterforge.console`)
 check values against it; :func:`generated_files` derives from it each role's
 ``defaults/main.yml``, ``meta/argument_specs.yml`` and the variable tables (docs/variables.md
-and each role's README), and the generated blocks of the roles' ``vars/main.yml`` (the
-services the postgresql role serves, the security plugin's reserved users). The list of
-the project's Python services (:attr:`Schema.services`) is declared here too.
+and each role's README), and the generated YAML blocks of a few more files (the services
+the postgresql role serves, the security plugin's reserved users, the choices of the
+options that name a service). The project's Python services (:attr:`Schema.services`)
+are declared here too.
 
 ``python -m clusterforge.schema generate`` rewrites those files; ``... check`` exits 1
 when one of them drifts from the schema (tests/test_role_contract.py runs the same check).
@@ -443,32 +444,40 @@ def variables_page_table(schema: Schema | None = None) -> str:
     return "".join(sections).lstrip("\n")
 
 
-def replace_generated_yaml_block(text: str, block: Mapping[str, Any], path: Path) -> str:
-    """``text`` (a role's vars/main.yml) with the YAML between the markers replaced by ``block``."""
+def replace_generated_yaml_block(text: str, block: Any, path: Path) -> str:
+    """``text`` with the YAML between the markers replaced by ``block``, indented as the
+    begin marker is (a role's vars/main.yml, a list of choices, a module's DOCUMENTATION)."""
     begin, end = text.find(YAML_BEGIN_MARKER), text.find(YAML_END_MARKER)
     if begin < 0 or end < begin:
         raise ValueError(f"{path} has no {YAML_BEGIN_MARKER!r} ... {YAML_END_MARKER!r} block")
-    return text[: begin + len(YAML_BEGIN_MARKER)] + "\n" + _dump(dict(block)) + text[end:]
+    indent = text[text.rfind("\n", 0, begin) + 1 : begin]
+    body = "".join(f"{indent}{line}\n" for line in _dump(block).splitlines())
+    return text[: begin + len(YAML_BEGIN_MARKER)] + "\n" + body + indent + text[end:]
 
 
-def generated_role_vars(schema: Schema | None = None) -> dict[str, dict[str, Any]]:
-    """The generated part of each role's vars/main.yml (role -> variables)."""
+def generated_yaml_blocks(schema: Schema | None = None) -> dict[str, Any]:
+    """The generated YAML block of each file that holds one (path in the checkout -> value)."""
     from clusterforge.security_config import PREDEFINED_USERS  # the spec's users, kept there
 
     schema = schema or load_schema()
+    services = list(schema.services)
     return {
-        "postgresql": {
-            # One database and one login role per service, both named after the service.
+        # One database and one login role per service, both named after the service.
+        "roles/postgresql/vars/main.yml": {
             "_postgresql_services": {
                 name: {"database": service.database, "user": service.database}
                 for name, service in schema.services.items()
             },
         },
-        "opensearch_security": {
+        "roles/opensearch_security/vars/main.yml": {
             "_opensearch_security_reserved_users": [
                 user.name for user in PREDEFINED_USERS if user.reserved
             ],
         },
+        # The choices of the options that name a service.
+        "roles/_python_service/meta/argument_specs.yml": services,
+        "plugins/modules/clusterforge_service_settings.py": services,
+        "plugins/modules/clusterforge_wheelhouse.py": services,
     }
 
 
@@ -476,8 +485,8 @@ def generated_files(root: Path = ROOT, schema: Schema | None = None) -> dict[Pat
     """Every file generated from the schema, with the content it must have."""
     schema = schema or load_schema()
     files: dict[Path, str] = {}
-    for role, block in generated_role_vars(schema).items():
-        path = root / "roles" / role / "vars" / "main.yml"
+    for relative, block in generated_yaml_blocks(schema).items():
+        path = root / relative
         files[path] = replace_generated_yaml_block(path.read_text(), block, path)
     for role in schema.roles:
         base = root / "roles" / role
