@@ -6,7 +6,8 @@ check values against it; :func:`generated_files` derives from it each role's
 and each role's README), and the generated YAML blocks of a few more files (the services
 the postgresql role serves, the security plugin's reserved users, the choices of the
 options that name a service). The project's Python services (:attr:`Schema.services`)
-are declared here too.
+and the security plugin's predefined users (:attr:`Schema.predefined_users`) are
+declared here too.
 
 ``python -m clusterforge.schema generate`` rewrites those files; ``... check`` exits 1
 when one of them drifts from the schema (tests/test_role_contract.py runs the same check).
@@ -85,6 +86,16 @@ class Service:
         return checkout / self.project
 
 
+@dataclass(frozen=True, kw_only=True)
+class PredefinedUser:
+    """What the spec fixes about a predefined user: its backend roles and reserved flag."""
+
+    name: str
+    backend_roles: tuple[str, ...]
+    reserved: bool
+    description: str
+
+
 @dataclass(frozen=True)
 class Schema:
     checked_prefixes: tuple[str, ...]
@@ -92,6 +103,7 @@ class Schema:
     roles: Mapping[str, Mapping[str, Any]]
     playbook_inputs: Mapping[str, Mapping[str, Mapping[str, Any]]]
     services: Mapping[str, Service]
+    predefined_users: tuple[PredefinedUser, ...]
 
     def of_scope(self, *scopes: str) -> list[Variable]:
         return [var for var in self.variables.values() if var.scope in scopes]
@@ -156,6 +168,15 @@ def load_schema() -> Schema:
         roles=raw["roles"],
         playbook_inputs=raw["playbook_inputs"],
         services={role: _service(role, spec) for role, spec in raw["services"].items()},
+        predefined_users=tuple(
+            PredefinedUser(
+                name=name,
+                backend_roles=tuple(spec["backend_roles"]),
+                reserved=spec["reserved"],
+                description=spec["description"],
+            )
+            for name, spec in raw["predefined_users"].items()
+        ),
     )
 
 
@@ -457,8 +478,6 @@ def replace_generated_yaml_block(text: str, block: Any, path: Path) -> str:
 
 def generated_yaml_blocks(schema: Schema | None = None) -> dict[str, Any]:
     """The generated YAML block of each file that holds one (path in the checkout -> value)."""
-    from clusterforge.security_config import PREDEFINED_USERS  # the spec's users, kept there
-
     schema = schema or load_schema()
     services = list(schema.services)
     return {
@@ -471,7 +490,7 @@ def generated_yaml_blocks(schema: Schema | None = None) -> dict[str, Any]:
         },
         "roles/opensearch_security/vars/main.yml": {
             "_opensearch_security_reserved_users": [
-                user.name for user in PREDEFINED_USERS if user.reserved
+                user.name for user in schema.predefined_users if user.reserved
             ],
         },
         # The choices of the options that name a service.
