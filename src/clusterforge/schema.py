@@ -493,6 +493,14 @@ def generated_yaml_blocks(schema: Schema | None = None) -> dict[str, Any]:
                 user.name for user in schema.predefined_users if user.reserved
             ],
         },
+        # Each service role's health path and settings file name.
+        **{
+            f"roles/{name}/vars/main.yml": {
+                f"_{name}_health_path": service.health_path,
+                f"_{name}_settings_file_name": service.settings_file_name,
+            }
+            for name, service in schema.services.items()
+        },
         # The choices of the options that name a service.
         "roles/_python_service/meta/argument_specs.yml": services,
         "plugins/modules/clusterforge_service_settings.py": services,
