@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import ClusterforgeError
+from clusterforge.schema import load_schema
 from clusterforge.services_plan import SERVICES
 
-_READ_PREFIXES = ("opensearch_", "dashboards_")
+# The prefixes of the variables the model reads (and checks names of): schema.yml's.
+_READ_PREFIXES = load_schema().checked_prefixes
 _READ_KEYS = ("ansible_host",)
 
 
