@@ -158,8 +158,8 @@ def test_the_plan_batches_by_zone_with_the_elected_manager_last() -> None:
         ("cluster_manager", ["os-7"]),
         ("elected_cluster_manager", ["os-4"]),
     ]
-    # Until playbooks/rolling.yml runs whole batches it restarts one node at a time, in
-    # the batches' order.
+    # The batches' order, one node at a time: node mode's play reads it; zone mode's
+    # play runs the batches themselves (tests/test_rolling_batches.py).
     assert rollout["restart_order"] == [n for b in batches["batches"] for n in b["nodes"]]
 
 
