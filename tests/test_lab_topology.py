@@ -197,8 +197,12 @@ def test_lab_json_gives_each_node_its_zone_and_roles() -> None:
     ],
 )
 def test_the_flags_refuse_what_the_lab_cannot_hold(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def no_docker(self: Lab) -> str:
+        pytest.fail("scripts/up accepted the flags and reached docker")
+
+    monkeypatch.setattr(Lab, "prepare", no_docker)
     with pytest.raises(SystemExit):
         main(argv)
     assert "takes a whole number" in capsys.readouterr().err

@@ -275,9 +275,17 @@ def test_a_bad_nodes_value_names_the_option(text: str) -> None:
 
 
 def test_scripts_up_refuses_a_bad_nodes_value_before_doing_anything(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from clusterforge.lab.__main__ import main
+    from clusterforge.lab.cluster import Lab
+
+    def no_docker(self: Lab) -> str:
+        # A value the flag accepts would bring a real lab up (and take over the
+        # machine's one lab): fail instead of reaching docker.
+        pytest.fail("scripts/up accepted the value and reached docker")
+
+    monkeypatch.setattr(Lab, "prepare", no_docker)
 
     with pytest.raises(SystemExit) as exited:
         main(["up", "--nodes", "10"])
