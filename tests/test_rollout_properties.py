@@ -130,16 +130,32 @@ def test_the_elected_cluster_manager_goes_last(topology: Topology, operation: Op
     rollout = plan_batches(topology, operation)
     last = rollout.batches[-1]
     assert rollout.elected in last.nodes
-    if joins_its_zone(topology, operation, rollout.elected):
-        assert last.kind is BatchKind.ZONE
-    else:
-        assert last.nodes == (rollout.elected,)
+    if last.nodes == (rollout.elected,):
         assert last.kind is BatchKind.ELECTED_CLUSTER_MANAGER
+    else:
+        # Only with its zone's batch, when it may take its zone with it.
+        assert joins_its_zone(topology, operation, rollout.elected)
+        assert last.kind is BatchKind.ZONE
     assert rollout.elected_observed is (topology.elected is not None)
     if topology.elected is not None:
         assert rollout.elected == topology.elected
     elif eligible_names(topology):
         assert rollout.elected in eligible_names(topology)
+
+
+def test_an_elected_manager_alone_in_its_zone_still_goes_last() -> None:
+    mixed = frozenset({"cluster_manager", "data", "ingest"})
+    topology = Topology(
+        nodes=(
+            TopologyNode(name="os-0", roles=mixed, zone="zone-b"),
+            TopologyNode(name="os-1", roles=mixed, zone="zone-b"),
+            TopologyNode(name="os-2", roles=mixed, zone="zone-a"),
+        ),
+        batch_mode="zone",
+    )
+    rollout = plan_batches(topology)
+    assert [batch.nodes for batch in rollout.batches] == [("os-0",), ("os-1",), ("os-2",)]
+    assert rollout.batches[-1].kind is BatchKind.ELECTED_CLUSTER_MANAGER
 
 
 @settings(max_examples=60, deadline=None)

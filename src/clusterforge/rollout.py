@@ -274,6 +274,9 @@ def _zone_groups(subject: list[TopologyNode], elected: str | None, budget: int) 
         and elected_zone is not None
         and budget >= 1
     )
+    if joins_zone:
+        # Its zone may hold no other node of the subject: it then goes alone, still last.
+        by_zone.setdefault(elected_zone, [])
     # The elected manager's zone goes last of the zones: its peers stay up longest.
     zones = sorted(by_zone, key=lambda zone: (zone is None, zone == elected_zone, zone or ""))
     groups: list[_Group] = []
@@ -298,7 +301,8 @@ def _zone_groups(subject: list[TopologyNode], elected: str | None, budget: int) 
         if with_elected:
             assert last is not None  # noqa: S101 - joins_zone says so; narrows the type
             groups.extend(((node.name,), BatchKind.NODE, zone) for node in alone)
-            final.append(((*together, last.name), BatchKind.ZONE, zone))
+            kind = BatchKind.ZONE if together else BatchKind.ELECTED_CLUSTER_MANAGER
+            final.append(((*together, last.name), kind, zone))
             continue
         if together:
             groups.append((tuple(together), BatchKind.ZONE, zone))
