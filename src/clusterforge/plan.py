@@ -1048,11 +1048,7 @@ def plan_groups(
     (the same in a run; in a preview, which starts nothing, those that run now), and the
     nodes marked absent (decommission.yml drains them)."""
     present = [node.inventory_name for node in cluster.nodes]
-    serving = [
-        host
-        for host in present
-        if not preview or (observed.get(host) or {}).get("active")
-    ]
+    serving = [host for host in present if not preview or (observed.get(host) or {}).get("active")]
     return {
         PRESENT_GROUP: present,
         SERVING_GROUP: serving,
