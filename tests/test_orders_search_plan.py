@@ -360,7 +360,7 @@ def test_create_time_as_the_service_writes_it_fits_the_date_format() -> None:
 
 def test_the_role_creates_template_and_index_through_the_api_action_once() -> None:
     tasks = yaml.safe_load(
-        (DEFAULT_PROJECT_ROOT / "roles/opensearch/tasks/orders_index.yml").read_text()
+        (DEFAULT_PROJECT_ROOT / "roles/order_service/tasks/orders_index.yml").read_text()
     )
     api_tasks = [task for task in tasks if "clusterforge.stack.clusterforge_api" in task]
     assert len(api_tasks) == len(tasks) == 4

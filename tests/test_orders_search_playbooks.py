@@ -1,6 +1,6 @@
 """The Ansible side of order delivery, run with ansible-playbook on this machine.
 
-- roles/opensearch/tasks/orders_index.yml runs against ``StandinSearchApi``, a stand-in
+- roles/order_service/tasks/orders_index.yml runs against ``StandinSearchApi``, a stand-in
   (not OpenSearch: no cluster may run here) for the four endpoints the tasks call,
   which answers a template back the way OpenSearch does (inside ``index_templates``,
   with ``composed_of`` added). The lead checks the same tasks on the lab's real cluster.
@@ -160,7 +160,7 @@ def index_play(tmp_path: Path, standin: StandinSearchApi) -> Path:
                 {
                     "name": "Create the index template and the index",
                     "ansible.builtin.include_role": {
-                        "name": "clusterforge.stack.opensearch",
+                        "name": "clusterforge.stack.order_service",
                         "tasks_from": "orders_index.yml",
                     },
                 }

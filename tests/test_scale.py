@@ -19,6 +19,7 @@ from clusterforge.pki import SubjectFields
 from clusterforge.plan import (
     RemovalRefusedError,
     build_plan,
+    plan_groups,
     plan_removal,
     restart_reasons,
     settings_needing_restart,
@@ -197,6 +198,24 @@ def test_an_absent_node_leaves_the_configuration_of_the_others() -> None:
     }
     assert removal["names"] == ["os-4"]
     assert removal["via"] == "os-1"
+
+
+def test_the_plan_names_the_groups_every_play_targets() -> None:
+    # playbooks/plan.yml puts the hosts in these once; no play guards host by host.
+    cluster = build_cluster(open_nodes(4, absent=(2,)))
+    seen = observed(4)
+    seen["os-3"] = {**seen["os-3"], "active": False}  # a new node: nothing runs there yet
+    assert plan_groups(cluster, seen) == {
+        "opensearch_present": ["os-1", "os-3", "os-4"],
+        "opensearch_serving": ["os-1", "os-3", "os-4"],
+        "opensearch_removed": ["os-2"],
+    }
+    # A preview starts nothing: it talks to the cluster only through the nodes that run.
+    preview = plan_groups(cluster, seen, preview=True)
+    assert preview["opensearch_serving"] == ["os-1", "os-4"]
+    assert preview["opensearch_present"] == ["os-1", "os-3", "os-4"]
+    # A preview of a cluster that does not run yet talks to no node.
+    assert plan_groups(cluster, {}, preview=True)["opensearch_serving"] == []
 
 
 def test_a_removal_below_the_quorum_of_current_managers_is_refused() -> None:

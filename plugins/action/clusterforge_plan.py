@@ -84,6 +84,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     plain_data(planned),
                     [(host, self._model_vars(hostvars[host])) for host in hosts],
                     plain_data(self._task.args.get("observed") or {}),
+                    preview=bool(self._task.check_mode),
                 )
             except ClusterforgeError as error:
                 raise AnsibleActionFail(str(error)) from None
@@ -126,6 +127,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 project_root=PROJECT_ROOT,
                 services_vars=services_vars,
                 security_files=boolean(self._task.args.get("security_files", True)),
+                preview=bool(self._task.check_mode),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None

@@ -53,8 +53,9 @@ options:
     default: {}
   planned:
     description:
-      - The result of an earlier call in the same run. With it, only the rollout and the
-        removal are decided again, from O(observed); the rest of that plan is kept.
+      - The result of an earlier call in the same run. With it, only the rollout, the
+        removal and the groups are decided again, from O(observed); the rest of that plan
+        is kept.
     type: dict
   validate_only:
     description:
@@ -116,6 +117,14 @@ rollout:
   type: dict
 removal:
   description: The nodes marked absent and how they leave.
+  returned: success
+  type: dict
+groups:
+  description:
+    - The run's groups of OpenSearch hosts, in inventory order (playbooks/plan.yml adds
+      the hosts to them once) - C(opensearch_present), the nodes that stay;
+      C(opensearch_serving), the nodes the cluster's API is reached through (in check
+      mode only those that run now); C(opensearch_removed), the nodes marked absent.
   returned: success
   type: dict
 consoles:

@@ -13,7 +13,7 @@ delivery is on unless ``order_service_search_enabled: false`` says otherwise:
   the control node into ``<inventory>/.opensearch/<user>.password`` (0600, in a 0700
   directory) and reused on every later run;
 - the index template ``orders`` (:func:`index_template`) and the index are created from
-  one node by roles/opensearch/tasks/orders_index.yml, from this plan.
+  one node by roles/order_service/tasks/orders_index.yml, from this plan.
 
 Only ``tls`` qualifies: the service sends a password and refuses plain http. The
 password never leaves :class:`OrdersSearch` except into the service's 0600 settings file

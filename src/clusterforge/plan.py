@@ -468,6 +468,7 @@ PLAN_SECTIONS = (
     "consoles",
     "rollout",
     "removal",
+    "groups",
     "services",
     "snapshots",
     "nodes",
@@ -747,6 +748,7 @@ def build_plan(
     services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
     security_files: bool = True,
     review: bool = False,
+    preview: bool = False,
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -764,6 +766,9 @@ def build_plan(
     validated by the services' own settings models (clusterforge.services_plan), and the
     plan's ``services`` section holds them without their secrets; the service roles
     write the secret-bearing file themselves, with no_log.
+
+    ``preview`` (check mode) decides the ``groups`` section: a preview talks to the
+    cluster only through the nodes that run (:func:`plan_groups`).
     """
     if not nodes_vars:
         raise InventoryError(
@@ -823,6 +828,7 @@ def build_plan(
         "consoles": consoles,
         "rollout": plan_rollout(cluster, observed or {}),
         "removal": plan_removal(cluster, observed or {}),
+        "groups": plan_groups(cluster, observed or {}, preview=preview),
         "services": services,
         "snapshots": snapshots,
         "nodes": {
@@ -849,8 +855,10 @@ def with_observed(
     plan: Mapping[str, Any],
     nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
     observed: Mapping[str, Mapping[str, Any]],
+    *,
+    preview: bool = False,
 ) -> dict[str, Any]:
-    """``plan`` (a :func:`build_plan` result) with its rollout and removal decided again
+    """``plan`` (a :func:`build_plan` result) with its rollout, removal and groups decided again
     from what the nodes report; everything else is kept as it was planned.
 
     playbooks/plan.yml plans before it looks at the nodes (the look needs the plan's
@@ -863,6 +871,7 @@ def with_observed(
         **{section: plan[section] for section in PLAN_SECTIONS},
         "rollout": plan_rollout(cluster, observed),
         "removal": plan_removal(cluster, observed),
+        "groups": plan_groups(cluster, observed, preview=preview),
     }
 
 
@@ -1052,6 +1061,31 @@ def _replicas_needed(index_settings: Mapping[str, Any]) -> tuple[int, str | None
         if needed > most:
             most, which = needed, index
     return most, which
+
+
+# The groups of a run (playbooks/plan.yml puts the hosts in them once). Every play but
+# decommission.yml's targets the nodes that stay; the plays that talk to the cluster's API
+# target those it answers on.
+PRESENT_GROUP = "opensearch_present"
+SERVING_GROUP = "opensearch_serving"
+REMOVED_GROUP = "opensearch_removed"
+
+
+def plan_groups(
+    cluster: Cluster, observed: Mapping[str, Mapping[str, Any]], *, preview: bool = False
+) -> dict[str, list[str]]:
+    """The run's groups of OpenSearch hosts, in inventory order, decided once here so that
+    no play guards host by host: the nodes that stay (every node not marked
+    ``opensearch_node_state: absent``), the nodes the cluster's API is reached through
+    (the same in a run; in a preview, which starts nothing, those that run now), and the
+    nodes marked absent (decommission.yml drains them)."""
+    present = [node.inventory_name for node in cluster.nodes]
+    serving = [host for host in present if not preview or (observed.get(host) or {}).get("active")]
+    return {
+        PRESENT_GROUP: present,
+        SERVING_GROUP: serving,
+        REMOVED_GROUP: [node.inventory_name for node in cluster.removed_nodes],
+    }
 
 
 def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
