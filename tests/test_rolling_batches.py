@@ -125,8 +125,13 @@ def preview(tmp_path: Path, nodes: list[tuple[str, Any]], plan: dict[str, Any]) 
     reports them (a serial play once per batch)."""
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = {name: dict(local) for name, _ in nodes}
+    # opensearch_present: the group plan.yml makes of the nodes that stay, which the
+    # rolling plays start from; here every node stays.
     inventory.write_text(
-        yaml.safe_dump({"opensearch": {"hosts": {name: dict(local) for name, _ in nodes}}})
+        yaml.safe_dump(
+            {"opensearch": {"hosts": hosts}, "opensearch_present": {"hosts": dict.fromkeys(hosts)}}
+        )
     )
     extra = tmp_path / "plan.json"
     extra.write_text(json.dumps({"__clusterforge_plan": plan}))
