@@ -11,13 +11,13 @@ import yaml
 
 from clusterforge.cli import load_inventory_nodes, main, select_service_vars
 from clusterforge.errors import InventoryError
-from clusterforge.hashing import DEMO_USER_PASSWORDS
-from clusterforge.plan import REVIEW_WARNING_SUFFIX, validate_inventory
-from clusterforge.published_secrets import (
+from clusterforge.pki.hashing import DEMO_USER_PASSWORDS
+from clusterforge.pki.published_secrets import (
     PUBLISHED_SECRET_SHA256,
     is_published,
     published_secret_findings,
 )
+from clusterforge.plan.plan import REVIEW_WARNING_SUFFIX, validate_inventory
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
 EXAMPLE_VAULT_PASSWORD = EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"

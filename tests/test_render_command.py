@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from clusterforge.cli import load_inventory_nodes, main
-from clusterforge.plan import build_plan, host_files
+from clusterforge.plan.plan import build_plan, host_files
 from nodes_dn_matcher import admits
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.console import console_defaults
-from clusterforge.model import cluster_defaults
+from clusterforge.plan.console import console_defaults
+from clusterforge.plan.model import cluster_defaults
 from clusterforge.schema import (
     BEGIN_MARKER,
     END_MARKER,

@@ -12,9 +12,9 @@ import yaml
 
 from clusterforge.cli import load_inventory_nodes, main
 from clusterforge.errors import InventoryError
-from clusterforge.model import build_cluster
-from clusterforge.plan import plan_rollout
-from clusterforge.render import opensearch_settings
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import plan_rollout
+from clusterforge.plan.render import opensearch_settings
 
 EXAMPLE_ZONES = Path(__file__).resolve().parents[1] / "inventories" / "example-zones"
 MANAGER = ["cluster_manager"]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.services_plan import SECRET_MARK, plan_services, role_defaults
+from clusterforge.plan.services_plan import SECRET_MARK, plan_services, role_defaults
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 TOKEN = "t0ken-of-the-test-0123456789"
@@ -356,7 +356,7 @@ WITHOUT_THE_SERVICES_RUNTIME = textwrap.dedent(
 
     sys.meta_path.insert(0, Refuse())
     from clusterforge.errors import InventoryError
-    from clusterforge.services_plan import plan_services
+    from clusterforge.plan.services_plan import plan_services
 
     groups = {{"user_directory": ["a"], "order_service": ["a"]}}
     planned = plan_services(groups, {{"a": {{}}}})

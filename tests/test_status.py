@@ -18,26 +18,26 @@ from typing import Any
 
 import pytest
 
-from clusterforge import status
-from clusterforge._status_probe import SECURITY_CONFIG_TYPES, HttpClient, served_certificate
-from clusterforge._status_report import (
+from clusterforge.pki.pki import (
+    SubjectFields,
+    ensure_node_certificate,
+    load_certificate,
+    load_or_create_ca,
+)
+from clusterforge.status import command as status
+from clusterforge.status.probe import SECURITY_CONFIG_TYPES, HttpClient, served_certificate
+from clusterforge.status.report import (
     build_report,
     effective_setting,
     parse_watermark,
     security_digest,
 )
-from clusterforge._status_target import (
+from clusterforge.status.target import (
     ExpectedNode,
     StatusConfigError,
     Target,
     load_lab_json,
     service_health_url,
-)
-from clusterforge.pki import (
-    SubjectFields,
-    ensure_node_certificate,
-    load_certificate,
-    load_or_create_ca,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -484,7 +484,7 @@ def write_vaulted_inventory(root: Path, vault_password: str) -> Path:
 
 
 def test_an_inventory_with_a_vaulted_password(tmp_path: Path) -> None:
-    from clusterforge._status_target import load_inventory
+    from clusterforge.status.target import load_inventory
 
     inventory = write_vaulted_inventory(tmp_path / "inv", "vault-pw")
     vault_file = tmp_path / "vault-password"

@@ -24,12 +24,12 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from clusterforge._status_probe import served_certificate
 from clusterforge.cli import select_model_vars
-from clusterforge.cluster_pki import ensure_cluster_pki, resolve_pki_dir, rotate_cluster_ca
 from clusterforge.errors import ClusterforgeError
-from clusterforge.model import build_cluster, plain_data
-from clusterforge.plan import ca_passphrase
+from clusterforge.plan.cluster_pki import ensure_cluster_pki, resolve_pki_dir, rotate_cluster_ca
+from clusterforge.plan.model import build_cluster, plain_data
+from clusterforge.plan.plan import ca_passphrase
+from clusterforge.status.probe import served_certificate
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]

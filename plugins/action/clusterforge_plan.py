@@ -1,4 +1,4 @@
-"""Action plugin: the plan (clusterforge.plan.build_plan), computed on the control node.
+"""Action plugin: the plan (clusterforge.plan.plan.build_plan), computed on the control node.
 
 The one place the playbooks get what the hosts must hold: the validated model, every
 node's files, the certificates (created or reused), the security files (bcrypt hashes,
@@ -17,7 +17,7 @@ Arguments:
   observed: per inventory name, what playbooks/plan.yml's read-only look found on the
     node (version, active, formed, security_mode, cluster_manager); default: nothing,
     every node is new.
-  validate_only: true checks the whole inventory (clusterforge.plan.validate_inventory)
+  validate_only: true checks the whole inventory (clusterforge.plan.plan.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
     any connection; its result holds only ``checked`` and ``model_warnings``.
@@ -38,9 +38,9 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.cli import inventory_read_problem, select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.model import plain_data
-from clusterforge.plan import build_plan, validate_inventory, with_observed
-from clusterforge.services_plan import SERVICES
+from clusterforge.plan.model import plain_data
+from clusterforge.plan.plan import build_plan, validate_inventory, with_observed
+from clusterforge.plan.services_plan import SERVICES
 
 # Plugins built from this project's folders (source: build) are found relative to the
 # checkout this action belongs to, whichever playbook (site.yml, a molecule verify) runs it.

@@ -3,7 +3,7 @@
 Arguments:
   service: ``user_directory`` or ``order_service``.
 Runs on the control node (no connection to the host) through
-:func:`clusterforge.services_plan.plan_services`, with the host's ``<service>_*``
+:func:`clusterforge.plan.services_plan.plan_services`, with the host's ``<service>_*``
 variables as the task sees them (inventory, then role defaults), templated. Fails,
 naming every variable at fault, when the service would refuse its settings. Returns
 ``file_name``, ``public`` (the settings, secrets replaced by a mark), ``arguments`` (the
@@ -13,7 +13,7 @@ which holds no secret, still is. Run it before any task that changes the host, w
 ``any_errors_fatal: true``, so one bad host stops every host.
 
 For the order service it also decides delivery into the inventory's cluster (the
-``opensearch`` group) exactly as the plan does (clusterforge.orders_search), so a run of
+``opensearch`` group) exactly as the plan does (clusterforge.plan.orders_search), so a run of
 playbooks/services.yml alone writes what site.yml planned, and returns ``orders_search``:
 its public part (enabled, URLs, user name, the CA bundle to copy; never the password).
 """
@@ -28,9 +28,9 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.cli import select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError
-from clusterforge.model import build_cluster, plain_data
-from clusterforge.orders_search import DISABLED, OrdersSearch, plan_for_cluster
-from clusterforge.services_plan import SERVICES, plan_services, service_hosts_variables
+from clusterforge.plan.model import build_cluster, plain_data
+from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
+from clusterforge.plan.services_plan import SERVICES, plan_services, service_hosts_variables
 
 CLUSTER_GROUP = "opensearch"
 # The order_service role's defaults are read from the collection this action belongs to

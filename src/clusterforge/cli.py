@@ -2,14 +2,14 @@
 
 ``scripts/render`` calls it. It reads the inventory with Ansible's own inventory loader
 (group_vars, host_vars, vault and all), so it sees exactly what a playbook run sees, and
-calls the same :func:`clusterforge.plan.build_plan` as the ``clusterforge_plan`` action:
+calls the same :func:`clusterforge.plan.plan.build_plan` as the ``clusterforge_plan`` action:
 the certificates are issued or reused in the inventory's PKI directory as the playbook
 does, so ``plugins.security.nodes_dn`` comes from them. Secrets are left out of what it
 writes: no private key, no password, no password hash. It also prints the batches a
 rolling restart would take (docs/zones.md), for review without any host.
 
 It refuses what the playbooks' first play refuses (both run
-:func:`clusterforge.plan.validate_inventory`), as a review: a secret published in this
+:func:`clusterforge.plan.plan.validate_inventory`), as a review: a secret published in this
 repository, or an archive missing on this machine, is a warning saying a playbook run
 would refuse it (docs/inventory-checks.md). What Ansible itself cannot read is said with
 its file and line, and a vault without its password names --vault-password-file.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.services_plan import SERVICES
+from clusterforge.plan.services_plan import SERVICES
 
 _READ_PREFIXES = ("opensearch_", "dashboards_")
 _READ_KEYS = ("ansible_host",)
@@ -182,8 +182,8 @@ def render_to_directory(
     vault_password_file: Path | None = None,
 ) -> list[Path]:
     """Write every host's files under ``out/<host>/``; returns the paths written."""
-    from clusterforge.plan import build_plan, host_files
-    from clusterforge.rollout import describe_rollout
+    from clusterforge.plan.plan import build_plan, host_files
+    from clusterforge.plan.rollout import describe_rollout
 
     reader = InventoryReader(inventory, vault_password_file=vault_password_file)
     nodes = reader.hosts_vars(group)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from clusterforge.errors import ClusterforgeError
 from clusterforge.lab.cluster import MAX_NODES, MIN_NODES, NODE_COUNT, Lab
-from clusterforge.model import SECURITY_MODES
+from clusterforge.plan.model import SECURITY_MODES
 
 
 def node_count(text: str) -> int:

@@ -30,13 +30,13 @@ from typing import Any
 
 import yaml
 
-from clusterforge.console import console_defaults
 from clusterforge.errors import LabError
-from clusterforge.generated_secrets import read_or_generate, url_safe
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
-from clusterforge.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
+from clusterforge.pki.generated_secrets import read_or_generate, url_safe
+from clusterforge.pki.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
+from clusterforge.plan.console import console_defaults
 from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
@@ -291,7 +291,7 @@ class Lab:
 
     def retire_certificates(self, kept: list[LabNode]) -> None:
         """After a shrink: the removed nodes' keys leave the lab's PKI now, not at the next
-        plan (which would retire them too: clusterforge.cluster_pki)."""
+        plan (which would retire them too: clusterforge.plan.cluster_pki)."""
         if not (self.pki_dir / CA_CERT_FILE).is_file():
             return  # an open lab has no PKI
         retired = retire_node_certificates(

@@ -9,7 +9,7 @@ the :class:`LoadReport` afterwards::
     report = load.report
     assert report.ok, report.problems()
 
-or, from a shell or a playbook, ``python -m clusterforge.loadcheck --lab-json PATH
+or, from a shell or a playbook, ``python -m clusterforge.testing.loadcheck --lab-json PATH
 --seconds N`` (it also stops early, and still reports, on SIGTERM or SIGINT).
 
 What the load does: one thread alternates writes and reads, round-robin over the nodes,
@@ -670,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a rolling restart, an upgrade) and stops when it exits, ``--seconds`` being the upper
     bound; the command's output goes to stderr, and a failing command also exits 1."""
     parser = argparse.ArgumentParser(
-        prog="python -m clusterforge.loadcheck",
+        prog="python -m clusterforge.testing.loadcheck",
         description="Client load against a cluster while something disruptive happens.",
     )
     parser.add_argument("--lab-json", type=Path, required=True, help="lab.json of the cluster")

@@ -19,18 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusterforge._status_drift import (
+from clusterforge.errors import ClusterforgeError
+from clusterforge.plan.cluster_config import ClusterConfig
+from clusterforge.status.drift import (
     declared_config,
     drift_problems,
     find_drift,
     lab_inventory_vars,
     parse_extra_vars,
 )
-from clusterforge._status_probe import DEFAULT_TIMEOUT, HttpClient, collect
-from clusterforge._status_report import build_report
-from clusterforge._status_target import Target, load_inventory, load_lab_json
-from clusterforge.cluster_config import ClusterConfig
-from clusterforge.errors import ClusterforgeError
+from clusterforge.status.probe import DEFAULT_TIMEOUT, HttpClient, collect
+from clusterforge.status.report import build_report
+from clusterforge.status.target import Target, load_inventory, load_lab_json
 
 __all__ = ["build_report", "main", "render_table"]
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 
-from clusterforge._status_target import Target
+from clusterforge.status.target import Target
 
 DEFAULT_TIMEOUT = 10.0
 

@@ -2,7 +2,7 @@
 
 The declarations are read as a playbook run reads them: the inventory's opensearch group,
 with ``-e``/``--extra-vars`` on top (highest precedence, as in ansible-playbook). The
-comparison is clusterforge.cluster_config's, the one the playbook's apply step makes, so
+comparison is clusterforge.plan.cluster_config's, the one the playbook's apply step makes, so
 what status lists as drift is exactly what the next ``site.yml`` run (or its
 ``--check --diff``) changes.
 """
@@ -16,9 +16,8 @@ from typing import Any
 
 import yaml
 
-from clusterforge._status_probe import HttpClient
-from clusterforge._status_target import StatusConfigError, Target
-from clusterforge.cluster_config import (
+from clusterforge.errors import InventoryError
+from clusterforge.plan.cluster_config import (
     KINDS,
     KINDS_BY_VARIABLE,
     PRUNE_VARIABLE,
@@ -27,7 +26,8 @@ from clusterforge.cluster_config import (
     plan_cluster_config,
     toolkit_security_names,
 )
-from clusterforge.errors import InventoryError
+from clusterforge.status.probe import HttpClient
+from clusterforge.status.target import StatusConfigError, Target
 
 DRIFT_STATES = {"create": "missing", "update": "changed", "delete": "not declared"}
 

@@ -132,9 +132,9 @@ def load_inventory(
     ``extra_vars`` on top (``-e``: a password changed by a run's extra vars, say)."""
     # Imported here so a refactor of these modules elsewhere is a one-line change.
     from clusterforge.cli import select_model_vars
-    from clusterforge.cluster_pki import resolve_pki_dir
-    from clusterforge.console import build_consoles
-    from clusterforge.model import build_cluster
+    from clusterforge.plan.cluster_pki import resolve_pki_dir
+    from clusterforge.plan.console import build_consoles
+    from clusterforge.plan.model import build_cluster
 
     groups = _read_inventory_groups(
         inventory,
