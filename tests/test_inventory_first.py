@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes
+from clusterforge.inventory.variables import load_inventory_nodes
 from clusterforge.plan.cluster_pki import ensure_cluster_pki
 from clusterforge.plan.model import build_cluster
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes, main, select_service_vars
+from clusterforge.cli import main
 from clusterforge.errors import InventoryError
+from clusterforge.inventory.variables import load_inventory_nodes, read_inventory
 from clusterforge.pki.hashing import DEMO_USER_PASSWORDS
 from clusterforge.pki.published_secrets import (
     PUBLISHED_SECRET_SHA256,
@@ -99,14 +100,8 @@ def _example_copy(tmp_path: Path) -> Path:
 def _inventory_vars(
     inventory: Path,
 ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
-    from clusterforge.cli import InventoryReader
-
-    reader = InventoryReader(inventory, vault_password_file=EXAMPLE_VAULT_PASSWORD)
-    services = {
-        service: reader.hosts_vars(service, select_service_vars)
-        for service in ("user_directory", "order_service")
-    }
-    return reader.hosts_vars("opensearch"), services
+    read = read_inventory(inventory, vault_password_file=EXAMPLE_VAULT_PASSWORD)
+    return read.nodes, read.services
 
 
 def test_a_deploy_of_the_example_secrets_is_refused_naming_each_variable(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes, main
+from clusterforge.cli import main
 from clusterforge.errors import InventoryError
+from clusterforge.inventory.variables import load_inventory_nodes
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.plan import plan_rollout
 from clusterforge.plan.render import opensearch_settings

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.cli import load_inventory_nodes
+from clusterforge.inventory.variables import load_inventory_nodes
 from clusterforge.plan.console import build_consoles
 from clusterforge.plan.model import build_cluster
 

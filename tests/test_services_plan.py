@@ -132,12 +132,13 @@ EXAMPLE = CHECKOUT / "inventories" / "example"
 
 def example_user_directory_hosts() -> dict[str, dict[str, Any]]:
     """The example's user_directory hosts as a playbook run sees them, vault decrypted."""
-    from clusterforge.cli import InventoryReader, select_service_vars
+    from clusterforge.inventory.reader import InventoryReader
+    from clusterforge.inventory.variables import service_vars
 
     reader = InventoryReader(
         EXAMPLE, vault_password_file=EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
     )
-    return dict(reader.hosts_vars("user_directory", select_service_vars))
+    return dict(service_vars(reader, "user_directory"))
 
 
 def test_the_example_user_directory_binds_every_address_with_a_vaulted_token() -> None:
@@ -271,12 +272,13 @@ def test_order_service_tokens_are_checked_and_never_printed() -> None:
 
 
 def test_the_example_order_service_binds_every_address_with_a_vaulted_token() -> None:
-    from clusterforge.cli import InventoryReader, select_service_vars
+    from clusterforge.inventory.reader import InventoryReader
+    from clusterforge.inventory.variables import service_vars
 
     reader = InventoryReader(
         EXAMPLE, vault_password_file=EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
     )
-    hosts = dict(reader.hosts_vars("order_service", select_service_vars))
+    hosts = dict(service_vars(reader, "order_service"))
     variables = hosts["app-1"]
     assert variables["order_service_host"] == EVERY_ADDRESS
     [token] = variables["order_service_auth_tokens"]

@@ -38,7 +38,7 @@ from benchlib import (
     write_section,
 )
 
-from clusterforge.cli import load_inventory_nodes
+from clusterforge.inventory.variables import load_inventory_nodes
 from clusterforge.lab.cluster import Lab, LabNode, choose_network
 from clusterforge.plan.artifacts import fetch_engine
 from clusterforge.plan.model import build_cluster

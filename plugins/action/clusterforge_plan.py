@@ -36,8 +36,9 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from clusterforge.cli import inventory_read_problem, select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError, InventoryError
+from clusterforge.inventory.reader import inventory_read_problem
+from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
 from clusterforge.plan.model import plain_data
 from clusterforge.plan.plan import build_plan, validate_inventory, with_observed
 from clusterforge.plan.services_plan import SERVICES
@@ -65,42 +66,29 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             raise AnsibleActionFail(inventory_read_problem(error)) from None
 
     def _plan(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        groups = task_vars.get("groups", {})
-        hosts = groups.get(self._task.args.get("group", "opensearch"), [])
-        console_hosts = groups.get(self._task.args.get("console_group", "dashboards"), [])
-        hostvars = task_vars.get("hostvars", {})
+        group = self._task.args.get("group", "opensearch")
+        hosts = TaskHosts(task_vars, self._templar.template)
         # The inventory's directory, from any host of the groups planned (a services-only
         # inventory has no OpenSearch host).
-        anyone = next(
-            iter([*hosts, *(host for service in SERVICES for host in groups.get(service, []))]),
-            None,
-        )
-        first = hostvars[anyone] if anyone else {}
-        inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
+        inventory_dir = hosts.directory([group, *SERVICES])
         planned = self._task.args.get("planned")
         if planned:
             try:
                 plan = with_observed(
                     plain_data(planned),
-                    [(host, self._model_vars(hostvars[host])) for host in hosts],
+                    model_vars(hosts, group),
                     plain_data(self._task.args.get("observed") or {}),
                 )
             except ClusterforgeError as error:
                 raise AnsibleActionFail(str(error)) from None
             result.update(changed=False, _ansible_no_log=True, **plan)
             return result
-        nodes_vars = [(host, self._model_vars(hostvars[host])) for host in hosts]
-        consoles_vars = [(host, self._model_vars(hostvars[host])) for host in console_hosts]
-        services_vars = {
-            service: [
-                (host, self._templated(select_service_vars(hostvars[host])))
-                for host in groups.get(service, [])
-            ]
-            for service in SERVICES
-        }
+        nodes_vars = model_vars(hosts, group)
+        consoles_vars = model_vars(hosts, self._task.args.get("console_group", "dashboards"))
+        services = services_vars(hosts)
         try:
             if boolean(self._task.args.get("validate_only", False)):
-                if not nodes_vars and not any(services_vars.values()):
+                if not nodes_vars and not any(services.values()):
                     raise InventoryError(
                         [
                             "the inventory has no host in the group 'opensearch' nor in a "
@@ -114,7 +102,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     inventory_dir=inventory_dir,
                     consoles_vars=consoles_vars,
                     project_root=PROJECT_ROOT,
-                    services_vars=services_vars,
+                    services_vars=services,
                 )
                 result.update(changed=False, checked=True, model_warnings=list(validated.warnings))
                 return result
@@ -124,7 +112,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 consoles_vars=consoles_vars,
                 observed=plain_data(self._task.args.get("observed") or {}),
                 project_root=PROJECT_ROOT,
-                services_vars=services_vars,
+                services_vars=services,
                 security_files=boolean(self._task.args.get("security_files", True)),
             )
         except ClusterforgeError as error:
@@ -132,11 +120,3 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
         result.update(changed=changed, _ansible_no_log=True, **plan)
         return result
-
-    def _model_vars(self, host_vars: Any) -> dict[str, Any]:
-        """The variables the model reads from one host, templated."""
-        wanted = select_model_vars({key: None for key in host_vars})
-        return {key: self._templar.template(host_vars[key]) for key in wanted}
-
-    def _templated(self, variables: dict[str, Any]) -> dict[str, Any]:
-        return {key: plain_data(self._templar.template(value)) for key, value in variables.items()}

@@ -26,9 +26,8 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from clusterforge.cli import select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError
-from clusterforge.plan.model import build_cluster, plain_data
+from clusterforge.inventory.variables import TaskHosts, build_model, service_vars
 from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
 from clusterforge.plan.services_plan import SERVICES, plan_services, service_hosts_variables
 
@@ -79,28 +78,16 @@ class ActionModule(ActionBase):  # type: ignore[misc]
 
     def _orders_search(self, task_vars: dict[str, Any]) -> OrdersSearch | None:
         """Delivery as the plan decides it, from the cluster's and the services' variables."""
-        groups = task_vars.get("groups", {})
-        hostvars = task_vars.get("hostvars", {})
-        nodes = list(groups.get(CLUSTER_GROUP, []))
+        hosts = TaskHosts(task_vars, self._templar.template)
         cluster = None
-        inventory_dir = Path(task_vars.get("inventory_dir") or Path.cwd())
-        if nodes:
-            inventory_dir = Path(hostvars[nodes[0]].get("inventory_dir") or inventory_dir)
-            cluster = build_cluster([(node, self._model_vars(hostvars[node])) for node in nodes])
-        service_hosts = [
-            (name, self._templated(select_service_vars(hostvars[name])))
-            for name in groups.get("order_service", [])
-        ]
+        inventory_dir = hosts.directory(
+            [CLUSTER_GROUP], default=Path(task_vars.get("inventory_dir") or Path.cwd())
+        )
+        if hosts.hosts(CLUSTER_GROUP):
+            cluster, _ = build_model(hosts, CLUSTER_GROUP)
+        service_hosts = service_vars(hosts, "order_service")
         return plan_for_cluster(
             cluster,
             service_hosts_variables("order_service", service_hosts, checkout=PROJECT_ROOT),
             inventory_dir=inventory_dir,
         )
-
-    def _model_vars(self, host_vars: Any) -> dict[str, Any]:
-        """The variables the model reads from one host, templated (as the plan action does)."""
-        wanted = select_model_vars({key: None for key in host_vars})
-        return {key: self._templar.template(host_vars[key]) for key in wanted}
-
-    def _templated(self, variables: dict[str, Any]) -> dict[str, Any]:
-        return {key: plain_data(self._templar.template(value)) for key, value in variables.items()}

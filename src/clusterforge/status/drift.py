@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 
 from clusterforge.errors import InventoryError
+from clusterforge.inventory.reader import InventoryReader, InventoryReadError
+from clusterforge.inventory.variables import model_vars
 from clusterforge.plan.cluster_config import (
     KINDS,
     KINDS_BY_VARIABLE,
@@ -70,14 +72,14 @@ def lab_inventory_vars(
 ) -> dict[str, Any]:
     """The opensearch group's variables of the inventory beside a lab.json, ``extra_vars``
     on top (an ``--inventory`` target has read them already: Target.opensearch_vars)."""
-    from clusterforge.cli import InventoryReader, InventoryReadError, select_model_vars
-
     try:
-        reader = InventoryReader(inventory, vault_password_file=vault_password_file)
-        hosts = reader.hosts_vars("opensearch", select_model_vars)
+        reader = InventoryReader(
+            inventory, vault_password_file=vault_password_file, extra_vars=extra_vars
+        )
+        nodes = model_vars(reader)
     except InventoryReadError as error:
         raise StatusConfigError(f"cannot read the inventory {inventory}: {error}") from error
-    return {**hosts[0][1], **extra_vars}
+    return nodes[0][1]
 
 
 def declared_config(variables: Mapping[str, Any], *, secured: bool) -> ClusterConfig | None:
