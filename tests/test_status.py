@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from clusterforge.client import ClusterClient
 from clusterforge.pki.pki import (
     SubjectFields,
     ensure_node_certificate,
@@ -25,7 +26,7 @@ from clusterforge.pki.pki import (
     load_or_create_ca,
 )
 from clusterforge.status import command as status
-from clusterforge.status.probe import SECURITY_CONFIG_TYPES, HttpClient, served_certificate
+from clusterforge.status.probe import SECURITY_CONFIG_TYPES, served_certificate
 from clusterforge.status.report import (
     build_report,
     effective_setting,
@@ -441,12 +442,12 @@ def test_the_http_client_verifies_the_ca_and_records_refusals(
     tls_server: tuple[str, Path, Path],
 ) -> None:
     url, ca_cert, _ = tls_server
-    client = HttpClient(ca_cert=ca_cert, username="admin", password="pw", timeout=5)
+    client = ClusterClient(ca_cert=ca_cert, credentials=("admin", "pw"), timeout=5)
     assert client.get(f"{url}/_plugins/_security/health") == {
         "status": 200,
         "body": {"status": "UP"},
     }
-    untrusting = HttpClient(ca_cert=None, username=None, password=None, timeout=5)
+    untrusting = ClusterClient(ca_cert=None, timeout=5)
     assert "CERTIFICATE_VERIFY_FAILED" in untrusting.get(url)["error"]
     assert "error" in client.get("https://127.0.0.1:1/")
 

@@ -12,24 +12,22 @@ Two network modes (docs/design.md, "The open-file limit"):
 
 from __future__ import annotations
 
-import base64
 import collections
 import functools
 import json
 import os
 import re
 import resource
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from clusterforge.client import ClusterClient
 from clusterforge.errors import LabError
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
@@ -536,13 +534,14 @@ class Lab:
 
     # -- report -----------------------------------------------------------------------
 
-    def client(self, mode: str) -> LabClient:
+    def client(self, mode: str) -> ClusterClient:
+        """The cluster's HTTP client, with the CA and the admin's credentials by mode."""
         if mode == "open":
-            return LabClient()
-        return LabClient(
+            return ClusterClient()
+        password = self.secret_file(ADMIN_USER).read_text().strip()
+        return ClusterClient(
             ca_cert=self.pki_dir / "ca.pem" if mode == "tls" else None,
-            username=ADMIN_USER,
-            password_file=self.secret_file(ADMIN_USER),
+            credentials=(ADMIN_USER, password),
         )
 
     def describe(
@@ -556,12 +555,12 @@ class Lab:
     ) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
-        client = self.client(mode)
-        info = client.get_json(f"{urls[0]}/")
-        health = client.get_json(f"{urls[0]}/_cluster/health")
-        cat_nodes = client.get_json(
-            f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
-        )
+        with self.client(mode) as client:
+            info = client.get_json(f"{urls[0]}/")
+            health = client.get_json(f"{urls[0]}/_cluster/health")
+            cat_nodes = client.get_json(
+                f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
+            )
         by_ip = {entry["ip"]: entry for entry in cat_nodes}
         secured: dict[str, Any] = {}
         if mode != "open":
@@ -677,32 +676,6 @@ class Lab:
             (self.lab_dir / stale).unlink(missing_ok=True)
         (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
         say("lab removed; the image and the artifact cache are kept")
-
-
-class LabClient:
-    """A small HTTP client for the lab's summary: the CA and admin credentials by mode."""
-
-    def __init__(
-        self,
-        *,
-        ca_cert: Path | None = None,
-        username: str | None = None,
-        password_file: Path | None = None,
-    ) -> None:
-        self.context = ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else None
-        self.authorization = None
-        if username and password_file:
-            token = f"{username}:{password_file.read_text().strip()}".encode()
-            self.authorization = "Basic " + base64.b64encode(token).decode()
-
-    def get_json(self, url: str) -> Any:
-        if not url.startswith(("http://", "https://")):
-            raise LabError(f"not an HTTP URL: {url}")
-        request = urllib.request.Request(url)  # noqa: S310 - checked just above
-        if self.authorization:
-            request.add_header("Authorization", self.authorization)
-        with urllib.request.urlopen(request, timeout=10, context=self.context) as response:  # noqa: S310
-            return json.loads(response.read())
 
 
 def _service_facts(

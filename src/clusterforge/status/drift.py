@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.client import ClusterClient
 from clusterforge.errors import InventoryError
 from clusterforge.inventory.reader import InventoryReader, InventoryReadError
 from clusterforge.inventory.variables import model_vars
@@ -28,7 +29,6 @@ from clusterforge.plan.cluster_config import (
     plan_cluster_config,
     toolkit_security_names,
 )
-from clusterforge.status.probe import HttpClient
 from clusterforge.status.target import StatusConfigError, Target
 
 DRIFT_STATES = {"create": "missing", "update": "changed", "delete": "not declared"}
@@ -98,7 +98,7 @@ def declared_config(variables: Mapping[str, Any], *, secured: bool) -> ClusterCo
     return config if config.declares_anything else None
 
 
-def find_drift(target: Target, config: ClusterConfig, client: HttpClient) -> dict[str, Any]:
+def find_drift(target: Target, config: ClusterConfig, client: ClusterClient) -> dict[str, Any]:
     """``{"drift": [{kind, name, state}], "error": str | None}`` from the first node that
     answers every read."""
     errors: list[str] = []
