@@ -26,7 +26,7 @@ from clusterforge.pki.pki import (
     load_or_create_ca,
 )
 from clusterforge.status import command as status
-from clusterforge.status.probe import SECURITY_CONFIG_TYPES, served_certificate
+from clusterforge.status.probe import served_certificate
 from clusterforge.status.report import (
     build_report,
     effective_setting,
@@ -34,6 +34,7 @@ from clusterforge.status.report import (
     security_digest,
 )
 from clusterforge.status.target import (
+    SECURITY_CONFIG_TYPES,
     ExpectedNode,
     StatusConfigError,
     Target,

@@ -1,8 +1,8 @@
 """The network side of ``scripts/status``: HTTP answers and served certificates.
 
 Everything here records what the cluster said (status, JSON body, or the error) and
-decides nothing: the rules in ``_status_report`` turn the recording into a report, so they
-can be tested on recorded answers without a network.
+decides nothing: the rules in ``clusterforge.status.report`` turn the recording into a
+report, so they can be tested on recorded answers without a network.
 """
 
 from __future__ import annotations
@@ -17,17 +17,7 @@ from urllib.parse import urlsplit
 from cryptography import x509
 
 from clusterforge.client import ClusterClient
-from clusterforge.status.target import Target
-
-# The security configuration types the digest covers, as the security REST API names them.
-SECURITY_CONFIG_TYPES = (
-    "securityconfig",
-    "internalusers",
-    "roles",
-    "rolesmapping",
-    "actiongroups",
-    "tenants",
-)
+from clusterforge.status.target import SECURITY_CONFIG_TYPES, Target
 
 
 def served_certificate(url: str, ca_cert: Path | None, *, timeout: float) -> dict[str, Any]:

@@ -29,6 +29,15 @@ SERVICE_HEALTH_PATHS = {
     "orders": "/health",
     "order_service": "/health",
 }
+# The security configuration types the digest covers, as the security REST API names them.
+SECURITY_CONFIG_TYPES = (
+    "securityconfig",
+    "internalusers",
+    "roles",
+    "rolesmapping",
+    "actiongroups",
+    "tenants",
+)
 # A service bound to one of these is reached through its host's address.
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")  # noqa: S104 - compared against, never bound
 _INVENTORY_SERVICES = (("user_directory", "user_directory"), ("orders", "order_service"))
