@@ -14,10 +14,13 @@ from clusterforge.schema import (
     BEGIN_MARKER,
     END_MARKER,
     ROOT,
+    YAML_BEGIN_MARKER,
+    YAML_END_MARKER,
     check_value,
     drifted_files,
     generated_files,
     load_schema,
+    replace_generated_yaml_block,
     role_defaults,
 )
 
@@ -93,3 +96,57 @@ def test_the_library_defaults_come_from_the_schema() -> None:
         == SCHEMA.variables["opensearch_heap_size"].default
     )
     assert console_defaults()["dashboards_port"] == 5601
+
+
+def test_every_list_of_the_services_is_the_schemas() -> None:
+    from clusterforge.plan.services_plan import SERVICES
+    from clusterforge.status.target import SERVICE_HEALTH_PATHS
+
+    names = list(SCHEMA.services)
+    assert list(SERVICES) == names
+    client = load(ROLES / "postgresql" / "meta" / "argument_specs.yml")["argument_specs"]["client"]
+    assert client["options"]["_postgresql_client_service"]["choices"] == names
+    preflight = load(ROLES / "_python_service" / "meta" / "argument_specs.yml")["argument_specs"][
+        "preflight"
+    ]
+    assert preflight["options"]["_python_service_role"]["choices"] == names
+    databases = load(ROLES / "postgresql" / "vars" / "main.yml")["_postgresql_services"]
+    assert list(databases) == names
+    for service in SCHEMA.services.values():
+        assert SERVICE_HEALTH_PATHS[service.status_name] == service.health_path
+        assert (ROOT / service.project / "src" / service.package / "settings.py").is_file()
+
+
+def test_the_reserved_users_are_the_predefined_reserved_users() -> None:
+    from clusterforge.pki.security_config import PREDEFINED_USERS
+
+    reserved = load(ROLES / "opensearch_security" / "vars" / "main.yml")
+    assert reserved["_opensearch_security_reserved_users"] == [
+        user.name for user in PREDEFINED_USERS if user.reserved
+    ]
+
+
+def test_a_generated_yaml_block_takes_its_markers_indentation() -> None:
+    text = f"a:\n  choices:\n    {YAML_BEGIN_MARKER}\n    - old\n    {YAML_END_MARKER}\nb: 1\n"
+    replaced = replace_generated_yaml_block(text, ["x", "y"], Path("f.yml"))
+    assert yaml.safe_load(replaced) == {"a": {"choices": ["x", "y"]}, "b": 1}
+    assert replace_generated_yaml_block(replaced, ["x", "y"], Path("f.yml")) == replaced
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("order_service_search_enabled", "auto"),
+        ("order_service_search_enabled", False),
+        ("order_service_search_password", None),
+        ("postgresql_credentials_dir", ""),
+        ("postgresql_credentials_dir", "/srv/credentials"),
+    ],
+)
+def test_raw_empty_ok_and_null_defaults_accept_their_values(name: str, value: Any) -> None:
+    assert check_value(SCHEMA.variables[name], value) is None
+
+
+def test_an_empty_ok_path_still_refuses_a_relative_one() -> None:
+    problem = check_value(SCHEMA.variables["postgresql_credentials_dir"], "credentials")
+    assert problem is not None and "absolute path" in problem

@@ -110,20 +110,52 @@ def test_a_cluster_manager_quorum_at_every_step(topology: Topology, operation: O
     assert_quorum_holds(topology, plan_batches(topology, operation))
 
 
+def joins_its_zone(topology: Topology, operation: Operation, elected: str | None) -> bool:
+    """Zone mode takes an elected manager that holds data into its zone's batch, which goes
+    last; when other eligible nodes may be down with it (a budget of one or more)."""
+    node = next((node for node in topology.nodes if node.name == elected), None)
+    return (
+        topology.batch_mode == "zone"
+        and operation is not Operation.SCALE_IN
+        and node is not None
+        and not node.dedicated_cluster_manager
+        and node.zone is not None
+        and cluster_managers_down_budget(len(eligible_names(topology))) >= 1
+    )
+
+
 @settings(max_examples=100, deadline=None)
 @given(topologies(), OPERATIONS)
-def test_the_elected_cluster_manager_goes_last_and_alone(
-    topology: Topology, operation: Operation
-) -> None:
+def test_the_elected_cluster_manager_goes_last(topology: Topology, operation: Operation) -> None:
     rollout = plan_batches(topology, operation)
     last = rollout.batches[-1]
-    assert last.nodes == (rollout.elected,)
-    assert last.kind is BatchKind.ELECTED_CLUSTER_MANAGER
+    assert rollout.elected in last.nodes
+    if last.nodes == (rollout.elected,):
+        assert last.kind is BatchKind.ELECTED_CLUSTER_MANAGER
+    else:
+        # Only with its zone's batch, when it may take its zone with it.
+        assert joins_its_zone(topology, operation, rollout.elected)
+        assert last.kind is BatchKind.ZONE
     assert rollout.elected_observed is (topology.elected is not None)
     if topology.elected is not None:
         assert rollout.elected == topology.elected
     elif eligible_names(topology):
         assert rollout.elected in eligible_names(topology)
+
+
+def test_an_elected_manager_alone_in_its_zone_still_goes_last() -> None:
+    mixed = frozenset({"cluster_manager", "data", "ingest"})
+    topology = Topology(
+        nodes=(
+            TopologyNode(name="os-0", roles=mixed, zone="zone-b"),
+            TopologyNode(name="os-1", roles=mixed, zone="zone-b"),
+            TopologyNode(name="os-2", roles=mixed, zone="zone-a"),
+        ),
+        batch_mode="zone",
+    )
+    rollout = plan_batches(topology)
+    assert [batch.nodes for batch in rollout.batches] == [("os-0",), ("os-1",), ("os-2",)]
+    assert rollout.batches[-1].kind is BatchKind.ELECTED_CLUSTER_MANAGER
 
 
 @settings(max_examples=60, deadline=None)
@@ -154,10 +186,15 @@ def test_zone_mode_takes_a_zones_other_nodes_in_one_batch(topology: Topology) ->
             and node.name != rollout.elected
         }
         assert len(workers) <= 1, zone
-    # Dedicated cluster managers go one at a time, after every zone batch.
+    # Dedicated cluster managers go one at a time, after every zone batch but the last one
+    # when it holds the elected manager.
     kinds = [batch.kind for batch in rollout.batches]
     managers = [index for index, kind in enumerate(kinds) if kind is BatchKind.CLUSTER_MANAGER]
-    zones = [index for index, kind in enumerate(kinds) if kind is BatchKind.ZONE]
+    zones = [
+        index
+        for index, kind in enumerate(kinds)
+        if kind is BatchKind.ZONE and rollout.elected not in rollout.batches[index].nodes
+    ]
     assert not managers or not zones or min(managers) > max(zones)
     assert all(len(rollout.batches[index].nodes) == 1 for index in managers)
 

@@ -159,9 +159,24 @@ def test_the_plan_batches_by_zone_with_the_elected_manager_last() -> None:
         ("cluster_manager", ["os-7"]),
         ("elected_cluster_manager", ["os-4"]),
     ]
-    # Until playbooks/rolling.yml runs whole batches it restarts one node at a time, in
-    # the batches' order.
+    # The batches' order, one node at a time: node mode's play reads it; zone mode's
+    # play runs the batches themselves (tests/test_rolling_batches.py).
     assert rollout["restart_order"] == [n for b in batches["batches"] for n in b["nodes"]]
+
+
+def test_mixed_nodes_in_three_zones_roll_in_three_batches_the_elected_zone_last() -> None:
+    # The lab's scripts/up --nodes 6 --zones 3: every node manager-eligible and data.
+    nodes = [
+        node(index, "abc"[(index - 1) % 3], [*MANAGER, *DATA], opensearch_rolling_batch="zone")
+        for index in range(1, 7)
+    ]
+    observed = {name: running("os-2") for name, _ in nodes}
+    batches = plan_rollout(build_cluster(nodes), observed)["batches"]["batches"]
+    assert [(batch["kind"], batch["nodes"]) for batch in batches] == [
+        ("zone", ["os-1", "os-4"]),
+        ("zone", ["os-3", "os-6"]),
+        ("zone", ["os-5", "os-2"]),  # the elected manager's zone, the elected one in it, last
+    ]
 
 
 def test_an_upgrade_waits_for_yellow_while_versions_are_mixed() -> None:

@@ -261,28 +261,36 @@ def test_node_state_takes_present_or_absent_only() -> None:
 # -- scripts/up --nodes ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "count"), [("1", 1), ("3", 3), ("5", 5)])
-def test_nodes_takes_one_to_five(text: str, count: int) -> None:
+@pytest.mark.parametrize(("text", "count"), [("1", 1), ("3", 3), ("5", 5), ("6", 6), ("9", 9)])
+def test_nodes_takes_one_to_nine(text: str, count: int) -> None:
     assert node_count(text) == count
 
 
-@pytest.mark.parametrize("text", ["0", "6", "-1", "three", "", "2.5", "03"])
+@pytest.mark.parametrize("text", ["0", "10", "-1", "three", "", "2.5", "03"])
 def test_a_bad_nodes_value_names_the_option(text: str) -> None:
     with pytest.raises(
-        argparse.ArgumentTypeError, match="--nodes takes a whole number from 1 to 5"
+        argparse.ArgumentTypeError, match="--nodes takes a whole number from 1 to 9"
     ):
         node_count(text)
 
 
 def test_scripts_up_refuses_a_bad_nodes_value_before_doing_anything(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from clusterforge.lab.__main__ import main
+    from clusterforge.lab.cluster import Lab
+
+    def no_docker(self: Lab) -> str:
+        # A value the flag accepts would bring a real lab up (and take over the
+        # machine's one lab): fail instead of reaching docker.
+        pytest.fail("scripts/up accepted the value and reached docker")
+
+    monkeypatch.setattr(Lab, "prepare", no_docker)
 
     with pytest.raises(SystemExit) as exited:
-        main(["up", "--nodes", "7"])
+        main(["up", "--nodes", "10"])
     assert exited.value.code == 2
-    assert "--nodes takes a whole number from 1 to 5, not '7'" in capsys.readouterr().err
+    assert "--nodes takes a whole number from 1 to 9, not '10'" in capsys.readouterr().err
 
 
 def test_a_removal_is_refused_when_the_replicas_could_not_be_read() -> None:

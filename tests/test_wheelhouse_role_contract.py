@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from clusterforge.schema import load_schema
+
 ROLES = Path(__file__).resolve().parents[1] / "roles"
-SERVICE_ROLES = ["user_directory", "order_service"]
+SERVICE_ROLES = list(load_schema().services)
 INTERNAL_ROLE = "_python_service"
 
 

@@ -12,6 +12,11 @@ under its own :class:`clusterforge.testing.loadcheck.ClusterLoad`:
 
 Both parts check that every node really restarted (its JVM start time changed). The
 ratio is rolling / floor. Not a test: it measures and records into bench/RESULTS.md.
+
+``--nodes N --zones Z`` measures something else, against a lab from ``scripts/up --nodes N
+--zones Z``: the zone roll against the node-by-node roll of the same nodes, in alternating
+rounds (``--rounds``, at least 3 of each), with their medians, batch counts and the load
+average (zone_compare.py).
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from typing import Any
 
 import httpx
 from benchlib import add_quiet_option, load_average, wait_until_quiet, write_section
+from zone_compare import HEADING as ZONE_HEADING
+from zone_compare import MIN_ROUNDS, check_lab, clean, compare
+from zone_compare import record as record_zones
 
 from clusterforge.lab.cluster import CONTAINER_PREFIX
 from clusterforge.testing.loadcheck import ClusterLoad, LoadReport, LoadTarget
@@ -277,6 +285,19 @@ def main() -> int:
     parser.add_argument("--playbook", type=Path, default=REPO / "playbooks/rolling-restart.yml")
     parser.add_argument("--only", choices=("both", "rolling", "floor"), default="both")
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
+    parser.add_argument(
+        "--zones",
+        type=int,
+        default=0,
+        help="compare the zone roll with the node roll of a lab in this many zones",
+    )
+    parser.add_argument("--nodes", type=int, default=0, help="with --zones: the lab's nodes")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=MIN_ROUNDS,
+        help=f"with --zones: rounds of both rolls (at least {MIN_ROUNDS})",
+    )
     add_quiet_option(parser, default=1.0)
     args = parser.parse_args()
 
@@ -284,6 +305,8 @@ def main() -> int:
     target = LoadTarget.from_lab_json(args.lab_json)
     cluster = Cluster(target)
     nodes = len(facts["nodes"])
+    if args.zones:
+        return zone_main(args, facts, target, cluster)
     load_before = load_average()
     say(f"load average before: {load_before}")
     wait_for("the lab to be green before the run", lambda: cluster.green(nodes))
@@ -318,6 +341,56 @@ def main() -> int:
     if not args.no_record:
         write_section(HEADING, summary)
     return 0 if all(part.report.ok and part.restarted == nodes for part in parts) else 1
+
+
+def zone_main(
+    args: argparse.Namespace, facts: dict[str, Any], target: LoadTarget, cluster: Cluster
+) -> int:
+    """--nodes N --zones Z: the zone roll against the node roll, alternating rounds."""
+    nodes = args.nodes or len(facts["nodes"])
+    wrong = check_lab(facts, nodes, args.zones)
+    if wrong:
+        say(wrong)
+        return 2
+    load_before = load_average()
+    say(f"load average before: {load_before}")
+    wait_for("the lab to be green before the run", lambda: cluster.green(nodes))
+
+    def settle() -> str:
+        note = ""
+        left = cluster.allocation_left_limited()
+        if left:
+            say(f"the playbook left {left}; resetting it")
+            cluster.reset_allocation()
+            note = f"left {left}, reset by the benchmark"
+        wait_for("green after the roll", lambda: cluster.green(nodes))
+        return note
+
+    rolls = []
+    try:
+        rolls = compare(
+            target,
+            nodes=nodes,
+            rounds=args.rounds,
+            playbook=args.playbook.resolve(),
+            jvm_start_times=cluster.jvm_start_times,
+            settle=settle,
+            quiet_load=args.quiet_load,
+        )
+    finally:
+        wait_for("the lab to be green at the end", lambda: cluster.green(nodes))
+        for roll in rolls:
+            cluster.delete_index(f"bench-rolling-{roll.mode}-{roll.round}")
+    summary = record_zones(
+        rolls, nodes=nodes, zones=args.zones, load_before=load_before, load_after=load_average()
+    )
+    print(summary)
+    if not args.no_record:
+        write_section(ZONE_HEADING, summary)
+    complete = all(
+        sum(roll.mode == mode for roll in rolls) >= MIN_ROUNDS for mode in ("node", "zone")
+    )
+    return 0 if complete and all(clean(roll, nodes) for roll in rolls) else 1
 
 
 if __name__ == "__main__":

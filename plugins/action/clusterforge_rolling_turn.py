@@ -27,6 +27,15 @@ the URL and the node count. Not for check mode: the calling play skips it there.
 Arguments:
   service: the systemd unit (opensearch).
   timeout: seconds each wait may take (900).
+  phase: ``turn`` (the default: all of the above, one node; ``opensearch_rolling_batch:
+    node``), or one part of a batch's turn (``zone``: playbooks/rolling.yml runs a batch
+    as one serial step of the play, so the parts run on all its nodes at once):
+    ``hold`` (1, run once per batch), ``restart`` (2 to 4, on every node of the batch
+    together: each waits until it has rejoined), ``release`` (5, run once per batch, after
+    every node has rejoined).
+  wait_for: what ``release`` waits for, the batch's ``wait_for`` from the plan: ``green``
+    (the default), or ``yellow`` between the batches of an upgrade while versions are
+    mixed (the engine places no replica on a node older than its primary's).
 
 Returns ``seconds``: how long each phase took, for the run's log.
 """
@@ -53,8 +62,18 @@ def allocation(enable: str | None) -> dict[str, Any]:
     return {"persistent": {"cluster.routing.allocation.enable": enable}}
 
 
+PHASES = ("turn", "hold", "restart", "release")
+WAIT_STATUSES = ("green", "yellow")
+STILL_PRIMARIES = (
+    " Allocation is still limited to primaries "
+    "(cluster.routing.allocation.enable); the next run's turn sets it back, or "
+    'PUT /_cluster/settings {"persistent": {"cluster.routing.allocation.enable": '
+    "null}} does."
+)
+
+
 class ActionModule(ApiActionModule):  # type: ignore[misc]
-    _VALID_ARGS = frozenset({"service", "timeout"})
+    _VALID_ARGS = frozenset({"service", "timeout", "phase", "wait_for"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
@@ -62,6 +81,14 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         if self._task.check_mode:
             raise AnsibleActionFail(
                 "clusterforge_rolling_turn restarts a node; skip it in check mode"
+            )
+        phase = str(self._task.args.get("phase", "turn"))
+        if phase not in PHASES:
+            raise AnsibleActionFail(f"phase must be one of {', '.join(PHASES)}, not {phase!r}")
+        wait_for = str(self._task.args.get("wait_for", "green"))
+        if wait_for not in WAIT_STATUSES:
+            raise AnsibleActionFail(
+                f"wait_for must be one of {', '.join(WAIT_STATUSES)}, not {wait_for!r}"
             )
         plan = task_vars.get("__clusterforge_plan") or {}
         cluster = plan.get("cluster") or {}
@@ -71,8 +98,39 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         seconds: dict[str, float] = {}
         started = time.monotonic()
 
+        if phase in ("turn", "hold"):
+            self._hold(task_vars)
+            if phase == "hold":
+                seconds["held"] = time.monotonic() - started
+        if phase in ("turn", "restart"):
+            self._restart(task_vars, cluster, service)
+            seconds["stop_and_start"] = time.monotonic() - started
+            self._rejoin(task_vars, cluster, host, timeout, service)
+            seconds["rejoined"] = time.monotonic() - started
+        if phase in ("turn", "release"):
+            what = f"{wait_for} after " + (f"{host}'s restart" if phase == "turn" else "the batch")
+            self._release(task_vars, wait_for, timeout, what, service)
+            seconds[wait_for] = time.monotonic() - started
+        done = {
+            "turn": f"{host} restarted, rejoined and green",
+            "hold": "allocation held to primaries and flushed",
+            "restart": f"{host} restarted and rejoined",
+            "release": f"allocation released and {wait_for}",
+        }[phase]
+        result.update(
+            changed=True,
+            seconds={name: round(value, 1) for name, value in seconds.items()},
+            msg=f"{done} in {seconds[list(seconds)[-1]]:.1f} s",
+        )
+        return result
+
+    def _hold(self, task_vars: dict[str, Any]) -> None:
+        """Allocation limited to primaries and a flush: the shards of the nodes about to go
+        down recover from what they hold instead of being copied elsewhere meanwhile."""
         self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation("primaries"))
         self._call(task_vars, FLUSH_PATH, "POST", status_code=[200, 409])
+
+    def _restart(self, task_vars: dict[str, Any], cluster: dict[str, Any], service: str) -> None:
         self._run_module(
             "ansible.builtin.file",
             {
@@ -91,36 +149,34 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
             task_vars,
             failure=f"restart {service}",
         )
-        seconds["stop_and_start"] = time.monotonic() - started
 
+    def _rejoin(
+        self,
+        task_vars: dict[str, Any],
+        cluster: dict[str, Any],
+        host: str,
+        timeout: float,
+        service: str,
+    ) -> None:
         # At least: while a node marked absent still runs (scale in), the cluster has one more.
         node_count = int(cluster["node_count"])
         members = f"/_cluster/health?wait_for_nodes=%3E%3D{node_count}&{HEALTH_HOLD}"
         try:
             self._wait_for(task_vars, members, timeout, f"{host} to rejoin the cluster", service)
         except AnsibleActionFail as failure:
-            raise AnsibleActionFail(
-                f"{failure.message} Allocation is still limited to primaries "
-                "(cluster.routing.allocation.enable); the next run's turn sets it back, or "
-                'PUT /_cluster/settings {"persistent": {"cluster.routing.allocation.enable": '
-                "null}} does."
-            ) from None
-        seconds["rejoined"] = time.monotonic() - started
+            raise AnsibleActionFail(f"{failure.message}{STILL_PRIMARIES}") from None
+
+    def _release(
+        self, task_vars: dict[str, Any], wait_for: str, timeout: float, what: str, service: str
+    ) -> None:
         self._call(task_vars, SETTINGS_PATH, "PUT", body=allocation(None))
         self._wait_for(
             task_vars,
-            f"/_cluster/health?wait_for_status=green&{HEALTH_HOLD}",
+            f"/_cluster/health?wait_for_status={wait_for}&{HEALTH_HOLD}",
             timeout,
-            f"green after {host}'s restart",
+            what,
             service,
         )
-        seconds["green"] = time.monotonic() - started
-        result.update(
-            changed=True,
-            seconds={phase: round(value, 1) for phase, value in seconds.items()},
-            msg=f"{host} restarted, rejoined and green in {seconds['green']:.1f} s",
-        )
-        return result
 
     def _call(
         self,

@@ -12,6 +12,9 @@
   opensearch_dashboards.yml from its planned settings.
 - ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
   rolling play (clusterforge.plan.plan.restart_reasons); empty when it does not.
+- ``clusterforge_rolling_batches(plan, changes, hosts)``: the batches the rolling play restarts
+  with ``opensearch_rolling_batch: zone``, each keeping the nodes that have a reason
+  (clusterforge.plan.plan.rolling_batches); empty in node mode.
 - ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
   ``{name: content}`` mapping as entries of the clusterforge_files module.
 - ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
@@ -32,7 +35,7 @@ from clusterforge.pki.security_config import (
     parse_digest_marker,
 )
 from clusterforge.plan.console import render_console_config
-from clusterforge.plan.plan import restart_reasons, settings_needing_restart
+from clusterforge.plan.plan import restart_reasons, rolling_batches, settings_needing_restart
 from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
 
 
@@ -78,6 +81,13 @@ def clusterforge_restart_reasons(
     return restart_reasons(plan, str(host), list(changes))
 
 
+def clusterforge_rolling_batches(
+    plan: Mapping[str, Any], changes: list[Mapping[str, Any]], hosts: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The zone-mode batches that restart, reasons per node (clusterforge.plan.plan)."""
+    return rolling_batches(plan, list(changes), None if hosts is None else list(hosts))
+
+
 def clusterforge_file_entries(
     files: Mapping[str, str],
     directory: str,
@@ -117,6 +127,7 @@ class FilterModule:
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
             "clusterforge_restart_reasons": clusterforge_restart_reasons,
+            "clusterforge_rolling_batches": clusterforge_rolling_batches,
             "clusterforge_file_entries": clusterforge_file_entries,
             "clusterforge_settings_needing_restart": clusterforge_settings_needing_restart,
         }

@@ -28,7 +28,11 @@ options:
   service:
     description: The service.
     type: str
-    choices: [user_directory, order_service]
+    choices:
+      # BEGIN GENERATED: by `python -m clusterforge.schema generate`
+      - user_directory
+      - order_service
+      # END GENERATED
     required: true
 """
 

@@ -22,7 +22,11 @@ options:
   service:
     description: The service whose project is built.
     type: str
-    choices: [user_directory, order_service]
+    choices:
+      # BEGIN GENERATED: by `python -m clusterforge.schema generate`
+      - user_directory
+      - order_service
+      # END GENERATED
     required: true
   project_root:
     description: Another project folder to build instead (tests); the default comes from O(service).

@@ -18,10 +18,12 @@ from typing import Any, Protocol
 from clusterforge.inventory.reader import InventoryReader
 from clusterforge.plan.model import Cluster, build_cluster, plain_data
 from clusterforge.plan.services_plan import SERVICES
+from clusterforge.schema import load_schema
 
 CLUSTER_GROUP = "opensearch"
 CONSOLE_GROUP = "dashboards"
-_MODEL_PREFIXES = ("opensearch_", "dashboards_")
+# The prefixes of the variables the model reads (and checks names of): schema.yml's.
+_MODEL_PREFIXES = load_schema().checked_prefixes
 _MODEL_KEYS = ("ansible_host",)
 _SERVICE_PREFIXES = tuple(f"{service}_" for service in SERVICES)
 

@@ -7,21 +7,36 @@ import sys
 from pathlib import Path
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.lab.cluster import MAX_NODES, MIN_NODES, NODE_COUNT, Lab
+from clusterforge.lab.cluster import MAX_NODES, MAX_ZONES, MIN_NODES, NODE_COUNT, Lab
 from clusterforge.plan.model import SECURITY_MODES
 
 
-def node_count(text: str) -> int:
-    """``--nodes N``: a whole number from 1 to 5 (the lab's loopback addresses)."""
+def _whole_number(text: str, flag: str, low: int, high: int) -> int:
     try:
         count = int(text)
     except ValueError:
-        count = 0
-    if str(count) != text.strip() or not MIN_NODES <= count <= MAX_NODES:
+        count = low - 1
+    if str(count) != text.strip() or not low <= count <= high:
         raise argparse.ArgumentTypeError(
-            f"--nodes takes a whole number from {MIN_NODES} to {MAX_NODES}, not {text!r}"
+            f"{flag} takes a whole number from {low} to {high}, not {text!r}"
         )
     return count
+
+
+def node_count(text: str) -> int:
+    """``--nodes N``: a whole number from 1 to 9 (the lab's loopback addresses)."""
+    return _whole_number(text, "--nodes", MIN_NODES, MAX_NODES)
+
+
+def zone_count(text: str) -> int:
+    """``--zones Z``: a whole number from 1 to 3."""
+    return _whole_number(text, "--zones", 1, MAX_ZONES)
+
+
+def manager_count(text: str) -> int:
+    """``--managers M``: 0 (none: every node may be elected) to 8; the lab refuses what
+    the plan would (2, or all of the nodes) before a container starts."""
+    return _whole_number(text, "--managers", 0, MAX_NODES - 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +71,23 @@ def main(argv: list[str] | None = None) -> int:
         "growing adds containers, shrinking drains and removes the extra nodes first",
     )
     up.add_argument(
+        "--zones",
+        type=zone_count,
+        default=0,
+        metavar="Z",
+        help=f"spread the nodes round-robin over Z zones (1 to {MAX_ZONES}: zone-a, zone-b, "
+        "zone-c; opensearch_zone, node.attr.zone and allocation awareness); default none",
+    )
+    up.add_argument(
+        "--managers",
+        type=manager_count,
+        default=0,
+        metavar="M",
+        help="make the first M nodes dedicated cluster managers (one per zone with --zones) "
+        "and the others data nodes; default 0: every node holds every role. Fixed for the "
+        "life of a lab (scripts/down to change it)",
+    )
+    up.add_argument(
         "--no-apps",
         dest="apps",
         action="store_false",
@@ -75,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                 dashboards_archive=args.dashboards_archive,
                 node_count=args.nodes,
                 apps=args.apps,
+                zones=args.zones,
+                managers=args.managers,
             )
         elif args.command == "prepare":
             lab.prepare()

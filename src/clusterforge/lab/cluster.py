@@ -41,7 +41,17 @@ CONTAINER_PREFIX = "clusterforge-lab-"
 NETWORK_NAME = "clusterforge-lab"
 NODE_COUNT = 3  # the default of scripts/up --nodes
 MIN_NODES = 1
-MAX_NODES = 5  # loopback addresses 127.0.0.11 .. 127.0.0.15
+MAX_NODES = 9  # loopback addresses 127.0.0.11 .. 127.0.0.19 (the apps container has .21)
+MAX_ZONES = 3  # scripts/up --zones
+# Zones go round-robin over the nodes: opensearch-1 in zone-a, -2 in zone-b, -3 in zone-c,
+# -4 in zone-a again, ...
+ZONE_NAMES = ("zone-a", "zone-b", "zone-c")
+# scripts/up --managers M: the first M nodes are dedicated cluster managers (with zones,
+# one per zone), the others hold data. First, so that growing the lab adds data nodes and
+# shrinking it removes data nodes: a node that held shards cannot become a dedicated
+# manager, nor the reverse without a new container.
+MANAGER_ROLES = ("cluster_manager",)
+DATA_ROLES = ("data", "ingest")
 LOOPBACK_BASE = "127.0.0."
 LOOPBACK_FIRST_OCTET = 11
 LOOPBACK_SSH_PORT = 2222
@@ -50,6 +60,11 @@ REQUIRED_NOFILE = 65535
 # systemd refuses to start a unit that asks for more than it may have.
 CLUSTER_NAME = "clusterforge-lab"
 HEAP = "512m"
+# From MANY_NODES nodes on: six to nine JVMs share this machine's 2 cores and 24 GiB with
+# the apps container and the controller; a smaller heap starts and collects faster there.
+# (Growing across the line changes jvm.options: every node restarts once, rolling.)
+MANY_NODES = 6
+HEAP_MANY = "384m"
 # Debian's python3, which the lab image installs (clusterforge.lab.image).
 LAB_PYTHON = "/usr/bin/python3"
 ADMIN_USER = "admin"
@@ -103,6 +118,77 @@ class LabNode:
     @property
     def container(self) -> str:
         return f"{CONTAINER_PREFIX}{self.inventory_name}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a lab node stands: its zone (None: the lab has no zones) and its
+    opensearch_node_roles (None: the inventory leaves the default, every role)."""
+
+    zone: str | None = None
+    roles: tuple[str, ...] | None = None
+
+
+def lab_placements(count: int, *, zones: int = 0, managers: int = 0) -> list[Placement]:
+    """Each of ``count`` nodes' zone and roles, in node order, for ``--zones`` and
+    ``--managers``: zones round-robin, the first ``managers`` nodes dedicated cluster
+    managers (one per zone while there are as many zones), the rest data and ingest.
+    Without either flag every node keeps the default roles and no zone: the lab as it
+    was. Refused here, before a container starts, what the plan would refuse later."""
+    problems = []
+    if not 0 <= zones <= MAX_ZONES:
+        problems.append(f"--zones takes 1 to {MAX_ZONES}, not {zones}")
+    elif zones > count:
+        problems.append(f"--zones {zones} needs at least {zones} nodes (--nodes {count})")
+    if managers < 0 or (managers and managers >= count):
+        problems.append(
+            f"--managers {managers} leaves no data node among {count}: "
+            f"give --nodes more than {managers}"
+        )
+    elif managers == 2:
+        problems.append(
+            "--managers 2 is refused: two cluster managers survive the loss of neither; use 1 or 3"
+        )
+    elif zones >= 3 and 0 < managers < zones:
+        problems.append(
+            f"--managers {managers} with --zones {zones}: the managers must be spread over "
+            f"the zones so the others still elect one while a zone is down; use --managers "
+            f"{zones}"
+        )
+    if problems:
+        raise LabError("; ".join(problems))
+    placements = []
+    for index in range(count):
+        zone = ZONE_NAMES[index % zones] if zones else None
+        roles: tuple[str, ...] | None = None
+        if managers:
+            roles = MANAGER_ROLES if index < managers else DATA_ROLES
+        placements.append(Placement(zone=zone, roles=roles))
+    return placements
+
+
+def check_managers_unchanged(lab_json: Path, managers: int) -> None:
+    """A running lab keeps its number of dedicated managers: a node that held shards does
+    not start as a dedicated manager, nor does a manager's node become a data node without
+    its cluster state. ``lab.json`` (absent before the first run) says what the lab has;
+    one written before --managers existed had none."""
+    if not lab_json.is_file():
+        return
+    try:
+        before = int(json.loads(lab_json.read_text()).get("managers") or 0)
+    except (ValueError, AttributeError, TypeError):
+        return  # unreadable: the lab is being rebuilt, nothing to keep
+    if before != managers:
+        raise LabError(
+            f"the lab runs with --managers {before}, not {managers}: nodes cannot change "
+            "between dedicated cluster manager and data node in place; scripts/down first, "
+            f"or run scripts/up with --managers {before}"
+        )
+
+
+def lab_heap(count: int) -> str:
+    """The lab's heap for ``count`` nodes (opensearch_heap_size is one for the cluster)."""
+    return HEAP_MANY if count >= MANY_NODES else HEAP
 
 
 def choose_network(requested: str | None) -> tuple[str, str]:
@@ -388,16 +474,27 @@ class Lab:
         dashboards_archive: Path | None = None,
         absent: tuple[str, ...] = (),
         apps: LabNode | None = None,
+        zones: int = 0,
+        managers: int = 0,
     ) -> None:
         hosts: dict[str, dict[str, Any]] = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
             for node in nodes
         }
+        # Placed over every node, the ones about to leave too: a node keeps its zone and
+        # roles until it is gone.
+        for name, placement in zip(
+            hosts, lab_placements(len(nodes), zones=zones, managers=managers), strict=True
+        ):
+            if placement.zone is not None:
+                hosts[name]["opensearch_zone"] = placement.zone
+            if placement.roles is not None:
+                hosts[name]["opensearch_node_roles"] = list(placement.roles)
         for name in absent:
             # Scale in: the playbook drains, stops and disables these nodes.
             hosts[name]["opensearch_node_state"] = "absent"
         present = [name for name in hosts if name not in absent]
-        if len(present) == 2:
+        if len(present) == 2 and not managers:
             # Two cluster-manager-eligible nodes survive the loss of neither, and the plan
             # refuses them (docs/zones.md): the second one holds data only.
             hosts[present[1]]["opensearch_node_roles"] = ["data", "ingest"]
@@ -428,7 +525,7 @@ class Lab:
         group_vars: dict[str, Any] = {
             "opensearch_cluster_name": CLUSTER_NAME,
             "opensearch_security_mode": mode,
-            "opensearch_heap_size": HEAP,
+            "opensearch_heap_size": lab_heap(len(nodes) - len(absent)),
             "opensearch_distribution_source": "maven",
             "opensearch_plugins": [dict(plugin) for plugin in LAB_PLUGINS],
             # Registered on the directory every node mounts at path.repo, so that
@@ -552,6 +649,8 @@ class Lab:
         mode: str,
         console: bool = False,
         apps: LabNode | None = None,
+        zones: int = 0,
+        managers: int = 0,
     ) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
@@ -561,7 +660,6 @@ class Lab:
             cat_nodes = client.get_json(
                 f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
             )
-        by_ip = {entry["ip"]: entry for entry in cat_nodes}
         secured: dict[str, Any] = {}
         if mode != "open":
             secured = {
@@ -577,16 +675,14 @@ class Lab:
             "network": network,
             "health": health["status"],
             "plugins": [plugin["name"] for plugin in LAB_PLUGINS],
-            "nodes": [
-                {
-                    "name": by_ip.get(node.address, {}).get("name", node.inventory_name),
-                    "url": url,
-                    "address": node.address,
-                    "roles": by_ip.get(node.address, {}).get("node.role", ""),
-                    "cluster_manager": by_ip.get(node.address, {}).get("cluster_manager") == "*",
-                }
-                for node, url in zip(nodes, urls, strict=True)
-            ],
+            "nodes": node_facts(
+                nodes,
+                urls,
+                cat_nodes,
+                lab_placements(len(nodes), zones=zones, managers=managers),
+            ),
+            "zones": list(ZONE_NAMES[:zones]),
+            "managers": managers,
             "console": f"http://{nodes[0].address}:{console_defaults()['dashboards_port']}"
             if console
             else None,
@@ -612,8 +708,13 @@ class Lab:
         dashboards_archive: Path | None = None,
         node_count: int = NODE_COUNT,
         apps: bool = True,
+        zones: int = 0,
+        managers: int = 0,
     ) -> dict[str, Any]:
         started = time.monotonic()
+        # Refused before any container starts.
+        lab_placements(node_count, zones=zones, managers=managers)
+        check_managers_unchanged(self.lab_dir / "lab.json", managers)
         chosen, reason = choose_network(network)
         say(f"network mode {chosen}: {reason}")
         image_tag = self.prepare()
@@ -639,6 +740,8 @@ class Lab:
             dashboards_archive=dashboards_archive,
             absent=tuple(node.inventory_name for node in extra),
             apps=apps_node,
+            zones=zones,
+            managers=managers,
         )
         changed = self.run_playbook()
         if extra:
@@ -651,6 +754,8 @@ class Lab:
                 mode=mode,
                 dashboards_archive=dashboards_archive,
                 apps=apps_node,
+                zones=zones,
+                managers=managers,
             )
         facts = self.describe(
             nodes,
@@ -658,6 +763,8 @@ class Lab:
             mode=mode,
             console=dashboards_archive is not None,
             apps=apps_node,
+            zones=zones,
+            managers=managers,
         )
         facts["changed"] = changed
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
@@ -676,6 +783,36 @@ class Lab:
             (self.lab_dir / stale).unlink(missing_ok=True)
         (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
         say("lab removed; the image and the artifact cache are kept")
+
+
+def node_facts(
+    nodes: list[LabNode],
+    urls: list[str],
+    cat_nodes: list[dict[str, Any]],
+    placements: list[Placement],
+) -> list[dict[str, Any]]:
+    """lab.json's ``nodes``: what ``_cat/nodes`` reports of each (its name, ``roles`` as the
+    engine abbreviates them, the elected ``cluster_manager``), and where the inventory put
+    it: ``zone`` (null without --zones) and ``node_roles``, the roles it was given."""
+    by_ip = {entry["ip"]: entry for entry in cat_nodes}
+    default_roles = list(load_schema().variables["opensearch_node_roles"].default)
+    facts = []
+    for node, url, placement in zip(nodes, urls, placements, strict=True):
+        seen = by_ip.get(node.address, {})
+        facts.append(
+            {
+                "name": seen.get("name", node.inventory_name),
+                "url": url,
+                "address": node.address,
+                "roles": seen.get("node.role", ""),
+                "cluster_manager": seen.get("cluster_manager") == "*",
+                "zone": placement.zone,
+                "node_roles": list(placement.roles)
+                if placement.roles is not None
+                else default_roles,
+            }
+        )
+    return facts
 
 
 def _service_facts(
@@ -719,8 +856,9 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
     ]
     for node in facts["nodes"]:
         manager = "  (cluster manager)" if node["cluster_manager"] else ""
+        zone = f"  {node['zone']}" if node.get("zone") else ""
         lines.append(
-            f"node     {node['name']:<14} {node['url']:<28} roles {node['roles']}{manager}"
+            f"node     {node['name']:<14} {node['url']:<28} roles {node['roles']}{zone}{manager}"
         )
     if facts.get("console"):
         sign_in = "" if facts["mode"] == "open" else "; sign in as admin"

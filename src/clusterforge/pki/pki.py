@@ -56,6 +56,7 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from clusterforge.errors import ClusterforgeError
+from clusterforge.schema import load_schema
 
 __all__ = [
     "CA_BUNDLE_FILE",
@@ -96,7 +97,7 @@ CA_KEY_FILE = "ca-key.pem"
 CA_PASSPHRASE_ENV = "CLUSTERFORGE_CA_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
 DEFAULT_CA_VALIDITY_DAYS = 3650
 DEFAULT_LEAF_VALIDITY_DAYS = 3650
-DEFAULT_RENEW_WITHIN_DAYS = 30
+DEFAULT_RENEW_WITHIN_DAYS: int = load_schema().default_of("opensearch_cert_renew_within_days")
 RSA_KEY_BITS = 2048
 
 # Certificates start a little in the past so that a host whose clock lags the control node
@@ -115,6 +116,10 @@ class PkiError(ClusterforgeError):
     """A CA or certificate cannot be created, loaded or issued; the message says what to do."""
 
 
+# The subject fields besides CN and their defaults: opensearch_cert_subject's, in schema.yml.
+SUBJECT_DEFAULTS: dict[str, str] = dict(load_schema().default_of("opensearch_cert_subject"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SubjectFields:
     """The distinguished name of a certificate, field by field.
@@ -123,11 +128,11 @@ class SubjectFields:
     """
 
     common_name: str
-    organizational_unit: str = "clusterforge"
-    organization: str = "clusterforge"
-    locality: str = "Local"
-    state: str = "Local"
-    country: str = "US"
+    organizational_unit: str = SUBJECT_DEFAULTS["organizational_unit"]
+    organization: str = SUBJECT_DEFAULTS["organization"]
+    locality: str = SUBJECT_DEFAULTS["locality"]
+    state: str = SUBJECT_DEFAULTS["state"]
+    country: str = SUBJECT_DEFAULTS["country"]
 
     def __post_init__(self) -> None:
         for field_name in (
@@ -1130,11 +1135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ca-cn", default="clusterforge root CA", help="CN of a new CA")
     parser.add_argument("--ca-cert", type=Path, help="use your own CA certificate")
     parser.add_argument("--ca-key", type=Path, help="the key of --ca-cert")
-    parser.add_argument("--organizational-unit", default="clusterforge")
-    parser.add_argument("--organization", default="clusterforge")
-    parser.add_argument("--locality", default="Local")
-    parser.add_argument("--state", default="Local")
-    parser.add_argument("--country", default="US")
+    for subject_field, default in SUBJECT_DEFAULTS.items():
+        parser.add_argument(f"--{subject_field.replace('_', '-')}", default=default)
     parser.add_argument(
         "--renew-within-days", type=int, default=DEFAULT_RENEW_WITHIN_DAYS, metavar="DAYS"
     )

@@ -36,6 +36,7 @@ import yaml
 
 from clusterforge.errors import ClusterforgeError
 from clusterforge.pki.hashing import DEMO_PASSWORD_HASHES
+from clusterforge.schema import PredefinedUser, load_schema
 
 __all__ = [
     "CONFIG_VERSION",
@@ -131,42 +132,9 @@ class InternalUser:
     attributes: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
-class PredefinedUser:
-    """What the spec fixes about a predefined user: its backend roles and reserved flag."""
-
-    name: str
-    backend_roles: tuple[str, ...]
-    reserved: bool
-    description: str
-
-
-PREDEFINED_USERS: tuple[PredefinedUser, ...] = (
-    PredefinedUser(
-        name="admin",
-        backend_roles=("admin",),
-        reserved=True,
-        description="Cluster administrator",
-    ),
-    PredefinedUser(
-        name="kibanaserver",
-        backend_roles=(),
-        reserved=True,
-        description="Console (Dashboards) service account",
-    ),
-    PredefinedUser(
-        name="logstash",
-        backend_roles=("logstash",),
-        reserved=True,
-        description="Log shipper account (Logstash, Beats)",
-    ),
-    PredefinedUser(
-        name="kibana",
-        backend_roles=("kibanauser", "readall"),
-        reserved=False,
-        description="Console user with read access to all indices",
-    ),
-)
+# The spec's four users with their fixed roles and flags, declared in schema.yml (the
+# keys of opensearch_security_passwords).
+PREDEFINED_USERS: tuple[PredefinedUser, ...] = load_schema().predefined_users
 _PREDEFINED_BY_NAME = {user.name: user for user in PREDEFINED_USERS}
 
 

@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.pki.security_config import AuthFailureLimit
+from clusterforge.pki.security_config import PREDEFINED_USERS, AuthFailureLimit
 from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
 from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
 
 SECURITY_MODES = ("open", "tls", "basic")
 SECURED_MODES = frozenset({"tls", "basic"})
-PREDEFINED_USER_NAMES = ("admin", "kibanaserver", "logstash", "kibana")
-SUBJECT_FIELDS = frozenset({"organizational_unit", "organization", "locality", "state", "country"})
+PREDEFINED_USER_NAMES = tuple(user.name for user in PREDEFINED_USERS)
+# The subject fields opensearch_cert_subject may set: those its default sets.
+SUBJECT_FIELDS = frozenset(load_schema().default_of("opensearch_cert_subject"))
 DISTRIBUTION_SOURCES = ("maven", "tarball", "file")
 KNOWN_NODE_ROLES = frozenset(
     {"cluster_manager", "master", "data", "ingest", "remote_cluster_client", "search", "ml"}

@@ -375,7 +375,7 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         # restarts every node at once (a full cluster restart), never one at a time.
         "mode_switch": mode_switch,
         # One node at a time in the batches' order (docs/zones.md): what
-        # playbooks/rolling.yml runs until it executes whole batches.
+        # playbooks/rolling.yml runs in node mode; zone mode runs the batches themselves.
         "restart_order": batches.order,
         "batch_mode": cluster.rolling_batch,
         "batches": batches.as_dict(),
@@ -968,6 +968,38 @@ def restart_reasons(
     if node["upgrade"]:
         reasons.append(f"upgrade {node['running_version']} -> {plan['cluster']['version']}")
     return list(dict.fromkeys(reasons))
+
+
+def rolling_batches(
+    plan: Mapping[str, Any],
+    changes: Sequence[Mapping[str, Any]],
+    hosts: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The batches playbooks/rolling.yml restarts with ``opensearch_rolling_batch: zone``:
+    the plan's batches (``rollout.batches``, in order), each keeping only the nodes that
+    have a reason to restart (:func:`restart_reasons` over ``changes``, every host's
+    recorded changes together); a batch left with none is dropped. Each batch gains
+    ``reasons``, ``{node: its reasons}``, for the play to say why. ``hosts`` (the play's
+    hosts: ``--limit``, or hosts failed before) keeps only those: the play cuts its host
+    list into batches by their sizes, so a batch must not name a host the play lacks.
+
+    Empty in node mode: its play restarts ``rollout.restart_order`` one node at a time, as
+    it did before batches existed."""
+    rollout = plan["rollout"]
+    if rollout.get("batch_mode") != "zone":
+        return []
+    batches = []
+    for batch in rollout["batches"]["batches"]:
+        reasons = {
+            name: why
+            for name in batch["nodes"]
+            if name in rollout["nodes"]
+            and (hosts is None or name in hosts)
+            and (why := restart_reasons(plan, name, changes))
+        }
+        if reasons:
+            batches.append({**batch, "nodes": list(reasons), "reasons": reasons})
+    return batches
 
 
 # Read only when a node starts (discovery) or when the cluster first forms: a running node

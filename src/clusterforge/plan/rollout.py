@@ -1,7 +1,7 @@
 """The rollout planner: which nodes go down together, in which order, and what each batch
 waits for before the next one goes.
 
-Pure (DESIGN.md, rollout decisions): a :class:`Topology` in, a :class:`Rollout` out; no
+Pure (docs/architecture.md): a :class:`Topology` in, a :class:`Rollout` out; no
 Ansible, no I/O, no clock. :func:`clusterforge.plan.plan.plan_rollout` builds the topology
 from the model and what the nodes report, and puts :meth:`Rollout.as_dict` in the plan.
 
@@ -13,7 +13,8 @@ Two batch modes (``opensearch_rolling_batch``):
 ``zone``
     the data, ingest and coordinating nodes of one zone together, so a 60-node
     cluster in three zones restarts in a handful of batches instead of 60 turns; then
-    the dedicated cluster managers one at a time, the elected one last. A batch never
+    the dedicated cluster managers one at a time, the elected one last (an elected
+    manager that holds data goes in its zone's batch, which then goes last). A batch never
     holds nodes of two zones, and never so many cluster-manager-eligible nodes that the
     rest could not elect a manager: the surplus goes one at a time after its zone.
 
@@ -261,9 +262,25 @@ def _zone_groups(subject: list[TopologyNode], elected: str | None, budget: int) 
         else:
             by_zone.setdefault(node.zone, []).append(node)
     elected_zone = last.zone if last else None
+    # An elected manager that also holds data is one of its zone's nodes: that zone's
+    # batch takes it and goes last of all, so a cluster of mixed nodes in Z zones rolls in
+    # Z batches (6 nodes in 3 zones: 3, not 4). It still goes down once, last, with as
+    # many cluster-manager-eligible nodes as the budget allows. Alone when it is a
+    # dedicated manager, has no zone, or no eligible node may go with it (budget 0: one or
+    # two eligible nodes, or a scale-in).
+    joins_zone = (
+        last is not None
+        and not last.dedicated_cluster_manager
+        and elected_zone is not None
+        and budget >= 1
+    )
+    if joins_zone:
+        # Its zone may hold no other node of the subject: it then goes alone, still last.
+        by_zone.setdefault(elected_zone, [])
     # The elected manager's zone goes last of the zones: its peers stay up longest.
     zones = sorted(by_zone, key=lambda zone: (zone is None, zone == elected_zone, zone or ""))
     groups: list[_Group] = []
+    final: list[_Group] = []
     for zone in zones:
         members = by_zone[zone]
         if zone is None:
@@ -271,22 +288,29 @@ def _zone_groups(subject: list[TopologyNode], elected: str | None, budget: int) 
             # without a zone goes alone rather than with an unrelated group.
             groups.extend(((node.name,), BatchKind.NODE, None) for node in members)
             continue
+        with_elected = joins_zone and zone == elected_zone
         together: list[str] = []
         alone: list[TopologyNode] = []
-        managers_in_batch = 0
+        managers_in_batch = 1 if with_elected else 0
         for node in members:
             if node.cluster_manager_eligible and managers_in_batch >= budget:
                 alone.append(node)
                 continue
             managers_in_batch += node.cluster_manager_eligible
             together.append(node.name)
+        if with_elected:
+            assert last is not None  # noqa: S101 - joins_zone says so; narrows the type
+            groups.extend(((node.name,), BatchKind.NODE, zone) for node in alone)
+            kind = BatchKind.ZONE if together else BatchKind.ELECTED_CLUSTER_MANAGER
+            final.append(((*together, last.name), kind, zone))
+            continue
         if together:
             groups.append((tuple(together), BatchKind.ZONE, zone))
         groups.extend(((node.name,), BatchKind.NODE, zone) for node in alone)
     groups.extend(((node.name,), BatchKind.CLUSTER_MANAGER, node.zone) for node in managers)
-    if last is not None:
-        groups.append(((last.name,), BatchKind.ELECTED_CLUSTER_MANAGER, last.zone))
-    return groups
+    if last is not None and not joins_zone:
+        final.append(((last.name,), BatchKind.ELECTED_CLUSTER_MANAGER, last.zone))
+    return groups + final
 
 
 _KIND_LABELS = {

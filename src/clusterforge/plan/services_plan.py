@@ -37,41 +37,17 @@ import yaml
 
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
+from clusterforge.schema import Service, load_schema
 
 SECRET_MARK = "<secret: left out>"  # noqa: S105 (shown in place of a secret)
 DEFAULT_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 _PRIVATE_PACKAGE_PREFIX = "_clusterforge_plan_"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ServiceDefinition:
-    """Where a service lives, how it is installed, and the role that deploys it."""
-
-    role: str  # also the inventory group and the variables' prefix
-    project: str  # relative to the checkout
-    package: str
-    extras: tuple[str, ...] = ()
-    settings_file_name: str
-
-    def project_root(self, checkout: Path) -> Path:
-        return checkout / self.project
-
-
-SERVICES: dict[str, ServiceDefinition] = {
-    "user_directory": ServiceDefinition(
-        role="user_directory",
-        project="services/userdir",
-        package="clusterforge_userdir",
-        extras=("server",),
-        settings_file_name="userdir.env",
-    ),
-    "order_service": ServiceDefinition(
-        role="order_service",
-        project="services/orders",
-        package="clusterforge_orders",
-        settings_file_name="orders.yml",
-    ),
-}
+# Where a service lives, how it is installed, and the role that deploys it: declared once,
+# in the services section of src/clusterforge/schema.yml.
+ServiceDefinition = Service
+SERVICES: dict[str, ServiceDefinition] = dict(load_schema().services)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,15 +19,17 @@ from clusterforge.inventory.reader import InventoryReadError
 from clusterforge.inventory.variables import read_inventory
 from clusterforge.plan.cluster_pki import resolve_pki_dir
 from clusterforge.plan.console import build_consoles
+from clusterforge.schema import load_schema
 
-DEFAULT_RENEW_WITHIN_DAYS = 30
+DEFAULT_RENEW_WITHIN_DAYS: int = load_schema().default_of("opensearch_cert_renew_within_days")
 ADMIN_USER = "admin"
 
-# The path each known service answers its health check on (the roles' health URLs).
+_SERVICES = load_schema().services
+# The path each known service answers its health check on (the roles' health URLs), by
+# its name in lab.json and by its role.
 SERVICE_HEALTH_PATHS = {
-    "user_directory": "/mock-api/health",
-    "orders": "/health",
-    "order_service": "/health",
+    **{service.status_name: service.health_path for service in _SERVICES.values()},
+    **{service.role: service.health_path for service in _SERVICES.values()},
 }
 # The security configuration types the digest covers, as the security REST API names them.
 SECURITY_CONFIG_TYPES = (
@@ -40,7 +42,8 @@ SECURITY_CONFIG_TYPES = (
 )
 # A service bound to one of these is reached through its host's address.
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")  # noqa: S104 - compared against, never bound
-_INVENTORY_SERVICES = (("user_directory", "user_directory"), ("orders", "order_service"))
+# (name in the report, inventory group) of each service.
+_INVENTORY_SERVICES = tuple((service.status_name, service.role) for service in _SERVICES.values())
 
 
 class StatusConfigError(ClusterforgeError):
