@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.artifacts import fetch_engine, fetch_maven_artifact
 from clusterforge.errors import ArtifactError
-from clusterforge.model import Distribution
-from clusterforge.plugins import SECURITY_PLUGIN_COORDINATES
+from clusterforge.plan.artifacts import fetch_engine, fetch_maven_artifact
+from clusterforge.plan.model import Distribution
+from clusterforge.plan.plugins import SECURITY_PLUGIN_COORDINATES
 
 ENGINE_VERSION = "2.19.4"
 

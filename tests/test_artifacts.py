@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge import artifacts
-from clusterforge.artifacts import fetch_engine
 from clusterforge.errors import ArtifactError
-from clusterforge.model import Distribution
-from clusterforge.plugins import lucene_version_of
+from clusterforge.plan import artifacts
+from clusterforge.plan.artifacts import fetch_engine
+from clusterforge.plan.model import Distribution
+from clusterforge.plan.plugins import lucene_version_of
 
 VERSION = "2.19.4"
 

@@ -17,9 +17,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from clusterforge.cluster_pki import ensure_cluster_pki, rotate_cluster_ca
-from clusterforge.model import build_cluster
-from clusterforge.pki import (
+from clusterforge.pki.pki import (
     CA_BUNDLE_FILE,
     CA_CERT_FILE,
     CA_KEY_FILE,
@@ -32,8 +30,10 @@ from clusterforge.pki import (
     load_or_create_ca,
     rotate_ca,
 )
-from clusterforge.plan import build_plan, plan_rollout, restart_reasons
-from clusterforge.render import HOT_RELOAD_SETTING
+from clusterforge.plan.cluster_pki import ensure_cluster_pki, rotate_cluster_ca
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import build_plan, plan_rollout, restart_reasons
+from clusterforge.plan.render import HOT_RELOAD_SETTING
 
 PASSPHRASE = "unit-test-passphrase"
 PASSWORDS = {

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from clusterforge.cluster_config import (
+from clusterforge.errors import InventoryError
+from clusterforge.plan.cluster_config import (
     CLUSTER_SETTINGS,
     INDEX_TEMPLATES,
     INGEST_PIPELINES,
@@ -22,7 +23,6 @@ from clusterforge.cluster_config import (
     request_for,
     toolkit_security_names,
 )
-from clusterforge.errors import InventoryError
 
 ROLE = {
     "cluster_permissions": ["cluster_monitor"],

@@ -102,7 +102,7 @@ def _assert_nothing_generated(contents: dict[str, bytes], marker: str) -> None:
     # And so does what the collection needs to run and to install its library.
     for needed in (
         "pyproject.toml",
-        "src/clusterforge/generated_secrets.py",
+        "src/clusterforge/pki/generated_secrets.py",
         "plugins/lookup/clusterforge_generated_secret.py",
         "playbooks/site.yml",
         "roles/postgresql/tasks/databases.yml",
@@ -160,7 +160,7 @@ def test_generated_files_in_the_example_and_deep_in_the_tree_stay_out(tmp_path: 
         "services/orders/.venv/lib/site.py",
         "roles/postgresql/tasks/.secrets/token",
         "engine-plugins/analysis-smartcn/src/main/java/org/clusterforge/.ssh/id_ed25519",
-        "src/clusterforge/templates/x.password",
+        "src/clusterforge/plan/templates/x.password",
         "id_ed25519",
         "notes.txt",
     ):

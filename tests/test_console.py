@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.console import (
+from clusterforge.errors import ArtifactError, InventoryError
+from clusterforge.lab.dashboards_standin import standin_archive_bytes, write_standin_archive
+from clusterforge.plan.console import (
     build_consoles,
     console_settings,
     plan_consoles,
     read_console_archive,
     render_console_config,
 )
-from clusterforge.errors import ArtifactError, InventoryError
-from clusterforge.lab.dashboards_standin import standin_archive_bytes, write_standin_archive
-from clusterforge.model import Cluster, build_cluster
+from clusterforge.plan.model import Cluster, build_cluster
 
 PASSWORDS = {
     "admin": "Unit-Admin-77aa",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.generated_secrets import (
+from clusterforge.pki.generated_secrets import (
     GeneratedSecretError,
     alphanumeric,
     read_or_generate,

@@ -16,7 +16,7 @@ import bcrypt
 import pytest
 
 from cached_artifacts import ENGINE_VERSION, engine_zip, security_plugin_zip
-from clusterforge.hashing import (
+from clusterforge.pki.hashing import (
     DEFAULT_BCRYPT_ROUNDS,
     DEMO_USER_HASHES,
     DEMO_USER_PASSWORDS,

@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes
-from clusterforge.cluster_pki import ensure_cluster_pki
-from clusterforge.model import build_cluster
+from clusterforge.inventory.variables import load_inventory_nodes
+from clusterforge.plan.cluster_pki import ensure_cluster_pki
+from clusterforge.plan.model import build_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 # Beside the interpreter running the tests: the virtualenv's own Ansible.

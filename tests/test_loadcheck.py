@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from clusterforge.loadcheck import ClusterLoad, LoadcheckError, LoadTarget
+from clusterforge.testing.loadcheck import ClusterLoad, LoadcheckError, LoadTarget
 
 STAND_IN_USER = "loadcheck"
 STAND_IN_PASSWORD = "stand-in-secret-Zq81"
@@ -541,7 +541,14 @@ def write_lab_json(tmp_path: Path, nodes: list[StandInNode]) -> Path:
 
 def run_cli(lab_json: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "clusterforge.loadcheck", "--lab-json", str(lab_json), *extra],
+        [
+            sys.executable,
+            "-m",
+            "clusterforge.testing.loadcheck",
+            "--lab-json",
+            str(lab_json),
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from clusterforge.pki import (
+from clusterforge.pki.pki import (
     SubjectFields,
     ensure_admin_certificate,
     ensure_node_certificate,

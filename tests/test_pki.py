@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from clusterforge.pki import (
+from clusterforge.pki.pki import (
     CA_PASSPHRASE_ENV,
     CertificateAuthority,
     IssuedCertificate,

@@ -15,10 +15,8 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from clusterforge.cluster_pki import ensure_cluster_pki
 from clusterforge.lab.cluster import Lab, LabNode
-from clusterforge.model import build_cluster
-from clusterforge.pki import (
+from clusterforge.pki.pki import (
     CA_RETIRED_DIR,
     SubjectFields,
     ensure_node_certificate,
@@ -26,6 +24,8 @@ from clusterforge.pki import (
     load_or_create_ca,
     retire_node_certificates,
 )
+from clusterforge.plan.cluster_pki import ensure_cluster_pki
+from clusterforge.plan.model import build_cluster
 
 PASSPHRASE = "unit-test-passphrase"
 PASSWORDS = {

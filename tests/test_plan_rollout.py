@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.model import build_cluster
-from clusterforge.plan import (
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import (
     DowngradeRefusedError,
     memory_megabytes,
     plan_rollout,

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cluster_security import render_cluster_security
 from clusterforge.errors import InventoryError
-from clusterforge.hashing import verify_password
-from clusterforge.model import build_cluster
-from clusterforge.plan import PLAN_SECTIONS, SECURITY_FILES_OMITTED, build_plan, with_observed
+from clusterforge.pki.hashing import verify_password
+from clusterforge.plan.cluster_security import render_cluster_security
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import PLAN_SECTIONS, SECURITY_FILES_OMITTED, build_plan, with_observed
 from nodes_dn_matcher import admits
 
 PASSWORDS = {
@@ -180,7 +180,7 @@ def test_check_records_spare_bcrypt_only_while_key_hash_and_password_all_match(
 ) -> None:
     """A rerun keeps every hash without bcrypt; a changed password, another key (a new CA)
     or an edited hash each fall back to bcrypt for the users concerned."""
-    import clusterforge.cluster_security as cluster_security
+    import clusterforge.plan.cluster_security as cluster_security
 
     checked: list[str] = []
     real_reuse_or_hash = cluster_security.reuse_or_hash
@@ -243,7 +243,7 @@ def test_a_hash_file_from_before_the_check_records_is_reused(tmp_path: Path) -> 
 
 
 def test_the_plan_keys_its_check_records_with_the_ca_key(tmp_path: Path) -> None:
-    from clusterforge.cluster_pki import ensure_cluster_pki
+    from clusterforge.plan.cluster_pki import ensure_cluster_pki
 
     nodes = secured_nodes(tmp_path)
     build_plan(nodes, fetch=False)
@@ -258,7 +258,7 @@ def test_the_plan_keys_its_check_records_with_the_ca_key(tmp_path: Path) -> None
 
 
 def test_the_default_pki_dir_is_hidden_from_ansibles_inventory_loader(tmp_path: Path) -> None:
-    from clusterforge.cluster_pki import resolve_pki_dir
+    from clusterforge.plan.cluster_pki import resolve_pki_dir
 
     nodes = secured_nodes(tmp_path, opensearch_pki_dir="")
     assert resolve_pki_dir(build_cluster(nodes), Path("/inventory")) == Path("/inventory/.pki")

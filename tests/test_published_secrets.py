@@ -9,15 +9,16 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes, main, select_service_vars
+from clusterforge.cli import main
 from clusterforge.errors import InventoryError
-from clusterforge.hashing import DEMO_USER_PASSWORDS
-from clusterforge.plan import REVIEW_WARNING_SUFFIX, validate_inventory
-from clusterforge.published_secrets import (
+from clusterforge.inventory.variables import load_inventory_nodes, read_inventory
+from clusterforge.pki.hashing import DEMO_USER_PASSWORDS
+from clusterforge.pki.published_secrets import (
     PUBLISHED_SECRET_SHA256,
     is_published,
     published_secret_findings,
 )
+from clusterforge.plan.plan import REVIEW_WARNING_SUFFIX, validate_inventory
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
 EXAMPLE_VAULT_PASSWORD = EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
@@ -99,14 +100,8 @@ def _example_copy(tmp_path: Path) -> Path:
 def _inventory_vars(
     inventory: Path,
 ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
-    from clusterforge.cli import InventoryReader
-
-    reader = InventoryReader(inventory, vault_password_file=EXAMPLE_VAULT_PASSWORD)
-    services = {
-        service: reader.hosts_vars(service, select_service_vars)
-        for service in ("user_directory", "order_service")
-    }
-    return reader.hosts_vars("opensearch"), services
+    read = read_inventory(inventory, vault_password_file=EXAMPLE_VAULT_PASSWORD)
+    return read.nodes, read.services
 
 
 def test_a_deploy_of_the_example_secrets_is_refused_naming_each_variable(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes, main
-from clusterforge.plan import build_plan, host_files
+from clusterforge.cli import main
+from clusterforge.inventory.variables import load_inventory_nodes
+from clusterforge.plan.plan import build_plan, host_files
 from nodes_dn_matcher import admits
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.console import console_defaults
-from clusterforge.model import cluster_defaults
+from clusterforge.plan.console import console_defaults
+from clusterforge.plan.model import cluster_defaults
 from clusterforge.schema import (
     BEGIN_MARKER,
     END_MARKER,
@@ -99,8 +99,8 @@ def test_the_library_defaults_come_from_the_schema() -> None:
 
 
 def test_every_list_of_the_services_is_the_schemas() -> None:
-    from clusterforge._status_target import SERVICE_HEALTH_PATHS
-    from clusterforge.services_plan import SERVICES
+    from clusterforge.plan.services_plan import SERVICES
+    from clusterforge.status.target import SERVICE_HEALTH_PATHS
 
     names = list(SCHEMA.services)
     assert list(SERVICES) == names
@@ -118,7 +118,7 @@ def test_every_list_of_the_services_is_the_schemas() -> None:
 
 
 def test_the_reserved_users_are_the_predefined_reserved_users() -> None:
-    from clusterforge.security_config import PREDEFINED_USERS
+    from clusterforge.pki.security_config import PREDEFINED_USERS
 
     reserved = load(ROLES / "opensearch_security" / "vars" / "main.yml")
     assert reserved["_opensearch_security_reserved_users"] == [

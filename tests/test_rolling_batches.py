@@ -1,5 +1,5 @@
 """Zone mode in the one rolling mechanism: which of the plan's batches restart
-(clusterforge.plan.rolling_batches), and playbooks/rolling.yml cutting its hosts into
+(clusterforge.plan.plan.rolling_batches), and playbooks/rolling.yml cutting its hosts into
 exactly those batches, one serial step each (a preview on local hosts: no node runs,
 nothing restarts). Node mode keeps its one-node-at-a-time play."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.model import build_cluster
-from clusterforge.plan import plan_rollout, rolling_batches
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import plan_rollout, rolling_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"

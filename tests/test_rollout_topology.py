@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cli import load_inventory_nodes, main
+from clusterforge.cli import main
 from clusterforge.errors import InventoryError
-from clusterforge.model import build_cluster
-from clusterforge.plan import plan_rollout
-from clusterforge.render import opensearch_settings
+from clusterforge.inventory.variables import load_inventory_nodes
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import plan_rollout
+from clusterforge.plan.render import opensearch_settings
 
 EXAMPLE_ZONES = Path(__file__).resolve().parents[1] / "inventories" / "example-zones"
 MANAGER = ["cluster_manager"]

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.cluster_pki import nodes_dn_pattern
 from clusterforge.errors import InventoryError
 from clusterforge.lab.__main__ import node_count
-from clusterforge.model import build_cluster
-from clusterforge.pki import SubjectFields
-from clusterforge.plan import (
+from clusterforge.pki.pki import SubjectFields
+from clusterforge.plan.cluster_pki import nodes_dn_pattern
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import (
     RemovalRefusedError,
     build_plan,
     plan_groups,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.cli import load_inventory_nodes
-from clusterforge.console import build_consoles
-from clusterforge.model import build_cluster
+from clusterforge.inventory.variables import load_inventory_nodes
+from clusterforge.plan.console import build_consoles
+from clusterforge.plan.model import build_cluster
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
 EXAMPLE_VAULT_PASSWORD = EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"

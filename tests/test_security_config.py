@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from cached_artifacts import engine_zip, security_plugin_zip
-from clusterforge.hashing import DEMO_USER_HASHES, hash_password
-from clusterforge.security_config import (
+from clusterforge.pki.hashing import DEMO_USER_HASHES, hash_password
+from clusterforge.pki.security_config import (
     MANAGED_ATTRIBUTE,
     REST_API_ROLES_ENABLED,
     SECURITY_CONFIG_TYPES,

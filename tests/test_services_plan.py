@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.services_plan import SECRET_MARK, plan_services, role_defaults
+from clusterforge.plan.services_plan import SECRET_MARK, plan_services, role_defaults
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 TOKEN = "t0ken-of-the-test-0123456789"
@@ -132,12 +132,13 @@ EXAMPLE = CHECKOUT / "inventories" / "example"
 
 def example_user_directory_hosts() -> dict[str, dict[str, Any]]:
     """The example's user_directory hosts as a playbook run sees them, vault decrypted."""
-    from clusterforge.cli import InventoryReader, select_service_vars
+    from clusterforge.inventory.reader import InventoryReader
+    from clusterforge.inventory.variables import service_vars
 
     reader = InventoryReader(
         EXAMPLE, vault_password_file=EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
     )
-    return dict(reader.hosts_vars("user_directory", select_service_vars))
+    return dict(service_vars(reader, "user_directory"))
 
 
 def test_the_example_user_directory_binds_every_address_with_a_vaulted_token() -> None:
@@ -271,12 +272,13 @@ def test_order_service_tokens_are_checked_and_never_printed() -> None:
 
 
 def test_the_example_order_service_binds_every_address_with_a_vaulted_token() -> None:
-    from clusterforge.cli import InventoryReader, select_service_vars
+    from clusterforge.inventory.reader import InventoryReader
+    from clusterforge.inventory.variables import service_vars
 
     reader = InventoryReader(
         EXAMPLE, vault_password_file=EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"
     )
-    hosts = dict(reader.hosts_vars("order_service", select_service_vars))
+    hosts = dict(service_vars(reader, "order_service"))
     variables = hosts["app-1"]
     assert variables["order_service_host"] == EVERY_ADDRESS
     [token] = variables["order_service_auth_tokens"]
@@ -356,7 +358,7 @@ WITHOUT_THE_SERVICES_RUNTIME = textwrap.dedent(
 
     sys.meta_path.insert(0, Refuse())
     from clusterforge.errors import InventoryError
-    from clusterforge.services_plan import plan_services
+    from clusterforge.plan.services_plan import plan_services
 
     groups = {{"user_directory": ["a"], "order_service": ["a"]}}
     planned = plan_services(groups, {{"a": {{}}}})

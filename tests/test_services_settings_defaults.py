@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from clusterforge.plan.services_plan import DEFAULT_PROJECT_ROOT, load_settings_module
 from clusterforge.schema import Variable, load_schema
-from clusterforge.services_plan import DEFAULT_PROJECT_ROOT, load_settings_module
 
 SCHEMA = load_schema()
 TIED = sorted(

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.model import build_cluster
-from clusterforge.plan import build_plan
-from clusterforge.snapshots import DIGEST_PREFIX, SM_PLUGINS, plan_snapshots
+from clusterforge.plan.model import build_cluster
+from clusterforge.plan.plan import build_plan
+from clusterforge.plan.snapshots import DIGEST_PREFIX, SM_PLUGINS, plan_snapshots
 
 POLICY = {"name": "nightly", "cron": "0 2 * * *", "max_age": "14d", "max_count": 30}
 SM_PLUGIN_ENTRIES = [

@@ -18,26 +18,28 @@ from typing import Any
 
 import pytest
 
-from clusterforge import status
-from clusterforge._status_probe import SECURITY_CONFIG_TYPES, HttpClient, served_certificate
-from clusterforge._status_report import (
+from clusterforge.client import ClusterClient
+from clusterforge.pki.pki import (
+    SubjectFields,
+    ensure_node_certificate,
+    load_certificate,
+    load_or_create_ca,
+)
+from clusterforge.status import command as status
+from clusterforge.status.probe import served_certificate
+from clusterforge.status.report import (
     build_report,
     effective_setting,
     parse_watermark,
     security_digest,
 )
-from clusterforge._status_target import (
+from clusterforge.status.target import (
+    SECURITY_CONFIG_TYPES,
     ExpectedNode,
     StatusConfigError,
     Target,
     load_lab_json,
     service_health_url,
-)
-from clusterforge.pki import (
-    SubjectFields,
-    ensure_node_certificate,
-    load_certificate,
-    load_or_create_ca,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -441,12 +443,12 @@ def test_the_http_client_verifies_the_ca_and_records_refusals(
     tls_server: tuple[str, Path, Path],
 ) -> None:
     url, ca_cert, _ = tls_server
-    client = HttpClient(ca_cert=ca_cert, username="admin", password="pw", timeout=5)
+    client = ClusterClient(ca_cert=ca_cert, credentials=("admin", "pw"), timeout=5)
     assert client.get(f"{url}/_plugins/_security/health") == {
         "status": 200,
         "body": {"status": "UP"},
     }
-    untrusting = HttpClient(ca_cert=None, username=None, password=None, timeout=5)
+    untrusting = ClusterClient(ca_cert=None, timeout=5)
     assert "CERTIFICATE_VERIFY_FAILED" in untrusting.get(url)["error"]
     assert "error" in client.get("https://127.0.0.1:1/")
 
@@ -484,7 +486,7 @@ def write_vaulted_inventory(root: Path, vault_password: str) -> Path:
 
 
 def test_an_inventory_with_a_vaulted_password(tmp_path: Path) -> None:
-    from clusterforge._status_target import load_inventory
+    from clusterforge.status.target import load_inventory
 
     inventory = write_vaulted_inventory(tmp_path / "inv", "vault-pw")
     vault_file = tmp_path / "vault-password"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.wheelhouse import (
+from clusterforge.plan.wheelhouse import (
     MANIFEST_NAME,
     WheelhouseError,
     build_wheelhouse,

@@ -638,7 +638,7 @@ def _cluster_target(args: argparse.Namespace) -> ClusterTarget | None:
     """The real cluster the options name, or None (the stand-in)."""
     if args.lab_json is not None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-        from clusterforge.loadcheck import LoadTarget
+        from clusterforge.testing.loadcheck import LoadTarget
 
         lab = LoadTarget.from_lab_json(args.lab_json)
         if lab.ca_cert is None:

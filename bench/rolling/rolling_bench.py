@@ -1,7 +1,7 @@
 """Rolling-restart benchmark: the playbook under client load, against the floor.
 
 Measured in one run against the running lab (``inventories/lab/lab.json``), each part
-under its own :class:`clusterforge.loadcheck.ClusterLoad`:
+under its own :class:`clusterforge.testing.loadcheck.ClusterLoad`:
 
 1. rolling: ``ansible-playbook -i inventories/lab playbooks/rolling-restart.yml``
    (plan, then one node at a time: allocation to primaries and flush, restart, rejoin,
@@ -40,7 +40,7 @@ from zone_compare import MIN_ROUNDS, check_lab, clean, compare
 from zone_compare import record as record_zones
 
 from clusterforge.lab.cluster import CONTAINER_PREFIX
-from clusterforge.loadcheck import ClusterLoad, LoadReport, LoadTarget
+from clusterforge.testing.loadcheck import ClusterLoad, LoadReport, LoadTarget
 
 REPO = Path(__file__).resolve().parents[2]
 HEADING = "## rolling (bench/rolling)"
@@ -254,7 +254,7 @@ def record(
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on a machine with "
         f"{os.cpu_count()} cores; load average (1, 5, 15 min) {load_before} before and "
         f"{load_after} after, as /proc/loadavg read them. Client load: "
-        "`clusterforge.loadcheck.ClusterLoad`, one request every "
+        "`clusterforge.testing.loadcheck.ClusterLoad`, one request every "
         "50 ms plus its latency, writes and reads alternating round-robin over the three "
         "nodes (a failed attempt is retried on the next node; failed = failed on every "
         "node), health sampled every 0.5 s, every acknowledged write read back by id at "

@@ -35,7 +35,7 @@ from typing import Any
 
 from benchlib import one_minute_load, wait_until_quiet
 
-from clusterforge.loadcheck import ClusterLoad, LoadReport, LoadTarget
+from clusterforge.testing.loadcheck import ClusterLoad, LoadReport, LoadTarget
 
 REPO = Path(__file__).resolve().parents[2]
 HEADING = "## rolling by zone (bench/rolling --zones)"
@@ -127,7 +127,7 @@ def record(rolls: list[Roll], *, nodes: int, zones: int, load_before: str, load_
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on a machine with "
         f"{os.cpu_count()} cores; load average (1, 5, 15 min) {load_before} before and "
         f"{load_after} after. Each part: `playbooks/rolling-restart.yml -e "
-        "opensearch_rolling_batch=<mode>` under `clusterforge.loadcheck.ClusterLoad`, "
+        "opensearch_rolling_batch=<mode>` under `clusterforge.testing.loadcheck.ClusterLoad`, "
         "rounds alternating which mode goes first.",
         "",
         *rows,

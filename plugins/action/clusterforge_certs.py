@@ -24,12 +24,12 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from clusterforge._status_probe import served_certificate
-from clusterforge.cli import select_model_vars
-from clusterforge.cluster_pki import ensure_cluster_pki, resolve_pki_dir, rotate_cluster_ca
 from clusterforge.errors import ClusterforgeError
-from clusterforge.model import build_cluster, plain_data
-from clusterforge.plan import ca_passphrase
+from clusterforge.inventory.variables import TaskHosts, build_model
+from clusterforge.plan.cluster_pki import ensure_cluster_pki, resolve_pki_dir, rotate_cluster_ca
+from clusterforge.plan.model import plain_data
+from clusterforge.plan.plan import ca_passphrase
+from clusterforge.status.probe import served_certificate
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]
@@ -53,14 +53,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         args = self._task.args
         if args.get("wait_served"):
             return {**result, **self._wait_served(plain_data(args.get("nodes") or {}), args)}
-        hosts = task_vars.get("groups", {}).get(args.get("group", "opensearch"), [])
-        hostvars = task_vars.get("hostvars", {})
-        if not hosts:
+        group = args.get("group", "opensearch")
+        hosts = TaskHosts(task_vars, self._templar.template)
+        if not hosts.hosts(group):
             raise AnsibleActionFail("no hosts in the OpenSearch group; check the inventory")
-        nodes_vars = [(host, self._model_vars(hostvars[host])) for host in hosts]
-        inventory_dir = Path(hostvars[hosts[0]].get("inventory_dir") or Path.cwd())
+        inventory_dir = hosts.directory([group])
         try:
-            cluster = build_cluster(nodes_vars)
+            cluster, nodes_vars = build_model(hosts, group)
             if not cluster.secured:
                 raise ClusterforgeError(
                     "opensearch_security_mode is open: there are no certificates to renew; "
@@ -118,7 +117,3 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     "log; the plugin reloads certs/live/* within seconds of a change"
                 )
             time.sleep(2)
-
-    def _model_vars(self, host_vars: Any) -> dict[str, Any]:
-        wanted = select_model_vars({key: None for key in host_vars})
-        return {key: self._templar.template(host_vars[key]) for key in wanted}

@@ -1,7 +1,7 @@
 """Action plugin: the cluster's own objects, made to match the inventory (docs/cluster-config.md).
 
 Reads each declared kind once (one GET per kind), compares it with the declarations
-(``clusterforge.cluster_config``: normalised, so keys the engine adds are no difference),
+(``clusterforge.plan.cluster_config``: normalised, so keys the engine adds are no difference),
 and writes only the objects that differ, in an order where what an object names exists
 first (action groups, tenants, roles, role mappings, component templates, index
 templates, pipelines, settings). With ``prune`` it also deletes objects of the declared
@@ -31,7 +31,7 @@ from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api impo
     ActionModule as ApiActionModule,
 )
 
-from clusterforge.cluster_config import (
+from clusterforge.plan.cluster_config import (
     INDEX_TEMPLATES,
     KINDS,
     Change,

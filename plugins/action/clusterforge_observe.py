@@ -26,7 +26,7 @@ Arguments:
   removal: true when the plan removes nodes (``removal.names``), to read the members and
     the replica settings the plan judges a removal by.
 
-Returns ``observed`` in the shape clusterforge.plan.plan_rollout and plan_removal read.
+Returns ``observed`` in the shape clusterforge.plan.plan.plan_rollout and plan_removal read.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api impo
     ActionModule as ApiActionModule,
 )
 
-from clusterforge.plan import memory_megabytes
+from clusterforge.plan.plan import memory_megabytes
 
 ROOT_PATH = "/"
 MANAGER_PATH = "/_cat/cluster_manager?format=json"

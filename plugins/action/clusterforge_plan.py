@@ -1,4 +1,4 @@
-"""Action plugin: the plan (clusterforge.plan.build_plan), computed on the control node.
+"""Action plugin: the plan (clusterforge.plan.plan.build_plan), computed on the control node.
 
 The one place the playbooks get what the hosts must hold: the validated model, every
 node's files, the certificates (created or reused), the security files (bcrypt hashes,
@@ -17,7 +17,7 @@ Arguments:
   observed: per inventory name, what playbooks/plan.yml's read-only look found on the
     node (version, active, formed, security_mode, cluster_manager); default: nothing,
     every node is new.
-  validate_only: true checks the whole inventory (clusterforge.plan.validate_inventory)
+  validate_only: true checks the whole inventory (clusterforge.plan.plan.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
     any connection; its result holds only ``checked`` and ``model_warnings``.
@@ -36,11 +36,12 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from clusterforge.cli import inventory_read_problem, select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.model import plain_data
-from clusterforge.plan import build_plan, validate_inventory, with_observed
-from clusterforge.services_plan import SERVICES
+from clusterforge.inventory.reader import inventory_read_problem
+from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
+from clusterforge.plan.model import plain_data
+from clusterforge.plan.plan import build_plan, validate_inventory, with_observed
+from clusterforge.plan.services_plan import SERVICES
 
 # Plugins built from this project's folders (source: build) are found relative to the
 # checkout this action belongs to, whichever playbook (site.yml, a molecule verify) runs it.
@@ -65,24 +66,17 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             raise AnsibleActionFail(inventory_read_problem(error)) from None
 
     def _plan(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        groups = task_vars.get("groups", {})
-        hosts = groups.get(self._task.args.get("group", "opensearch"), [])
-        console_hosts = groups.get(self._task.args.get("console_group", "dashboards"), [])
-        hostvars = task_vars.get("hostvars", {})
+        group = self._task.args.get("group", "opensearch")
+        hosts = TaskHosts(task_vars, self._templar.template)
         # The inventory's directory, from any host of the groups planned (a services-only
         # inventory has no OpenSearch host).
-        anyone = next(
-            iter([*hosts, *(host for service in SERVICES for host in groups.get(service, []))]),
-            None,
-        )
-        first = hostvars[anyone] if anyone else {}
-        inventory_dir = Path(first.get("inventory_dir") or Path.cwd())
+        inventory_dir = hosts.directory([group, *SERVICES])
         planned = self._task.args.get("planned")
         if planned:
             try:
                 plan = with_observed(
                     plain_data(planned),
-                    [(host, self._model_vars(hostvars[host])) for host in hosts],
+                    model_vars(hosts, group),
                     plain_data(self._task.args.get("observed") or {}),
                     preview=bool(self._task.check_mode),
                 )
@@ -90,18 +84,12 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 raise AnsibleActionFail(str(error)) from None
             result.update(changed=False, _ansible_no_log=True, **plan)
             return result
-        nodes_vars = [(host, self._model_vars(hostvars[host])) for host in hosts]
-        consoles_vars = [(host, self._model_vars(hostvars[host])) for host in console_hosts]
-        services_vars = {
-            service: [
-                (host, self._templated(select_service_vars(hostvars[host])))
-                for host in groups.get(service, [])
-            ]
-            for service in SERVICES
-        }
+        nodes_vars = model_vars(hosts, group)
+        consoles_vars = model_vars(hosts, self._task.args.get("console_group", "dashboards"))
+        services = services_vars(hosts)
         try:
             if boolean(self._task.args.get("validate_only", False)):
-                if not nodes_vars and not any(services_vars.values()):
+                if not nodes_vars and not any(services.values()):
                     raise InventoryError(
                         [
                             "the inventory has no host in the group 'opensearch' nor in a "
@@ -115,7 +103,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     inventory_dir=inventory_dir,
                     consoles_vars=consoles_vars,
                     project_root=PROJECT_ROOT,
-                    services_vars=services_vars,
+                    services_vars=services,
                 )
                 result.update(changed=False, checked=True, model_warnings=list(validated.warnings))
                 return result
@@ -125,7 +113,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 consoles_vars=consoles_vars,
                 observed=plain_data(self._task.args.get("observed") or {}),
                 project_root=PROJECT_ROOT,
-                services_vars=services_vars,
+                services_vars=services,
                 security_files=boolean(self._task.args.get("security_files", True)),
                 preview=bool(self._task.check_mode),
             )
@@ -134,11 +122,3 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
         result.update(changed=changed, _ansible_no_log=True, **plan)
         return result
-
-    def _model_vars(self, host_vars: Any) -> dict[str, Any]:
-        """The variables the model reads from one host, templated."""
-        wanted = select_model_vars({key: None for key in host_vars})
-        return {key: self._templar.template(host_vars[key]) for key in wanted}
-
-    def _templated(self, variables: dict[str, Any]) -> dict[str, Any]:
-        return {key: plain_data(self._templar.template(value)) for key, value in variables.items()}

@@ -3,7 +3,7 @@
 Arguments:
   service: ``user_directory`` or ``order_service``.
 Runs on the control node (no connection to the host) through
-:func:`clusterforge.services_plan.plan_services`, with the host's ``<service>_*``
+:func:`clusterforge.plan.services_plan.plan_services`, with the host's ``<service>_*``
 variables as the task sees them (inventory, then role defaults), templated. Fails,
 naming every variable at fault, when the service would refuse its settings. Returns
 ``file_name``, ``public`` (the settings, secrets replaced by a mark), ``arguments`` (the
@@ -13,7 +13,7 @@ which holds no secret, still is. Run it before any task that changes the host, w
 ``any_errors_fatal: true``, so one bad host stops every host.
 
 For the order service it also decides delivery into the inventory's cluster (the
-``opensearch`` group) exactly as the plan does (clusterforge.orders_search), so a run of
+``opensearch`` group) exactly as the plan does (clusterforge.plan.orders_search), so a run of
 playbooks/services.yml alone writes what site.yml planned, and returns ``orders_search``:
 its public part (enabled, URLs, user name, the CA bundle to copy; never the password).
 """
@@ -26,11 +26,10 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from clusterforge.cli import select_model_vars, select_service_vars
 from clusterforge.errors import ClusterforgeError
-from clusterforge.model import build_cluster, plain_data
-from clusterforge.orders_search import DISABLED, OrdersSearch, plan_for_cluster
-from clusterforge.services_plan import SERVICES, plan_services, service_hosts_variables
+from clusterforge.inventory.variables import TaskHosts, build_model, service_vars
+from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
+from clusterforge.plan.services_plan import SERVICES, plan_services, service_hosts_variables
 
 CLUSTER_GROUP = "opensearch"
 # The order_service role's defaults are read from the collection this action belongs to
@@ -79,28 +78,16 @@ class ActionModule(ActionBase):  # type: ignore[misc]
 
     def _orders_search(self, task_vars: dict[str, Any]) -> OrdersSearch | None:
         """Delivery as the plan decides it, from the cluster's and the services' variables."""
-        groups = task_vars.get("groups", {})
-        hostvars = task_vars.get("hostvars", {})
-        nodes = list(groups.get(CLUSTER_GROUP, []))
+        hosts = TaskHosts(task_vars, self._templar.template)
         cluster = None
-        inventory_dir = Path(task_vars.get("inventory_dir") or Path.cwd())
-        if nodes:
-            inventory_dir = Path(hostvars[nodes[0]].get("inventory_dir") or inventory_dir)
-            cluster = build_cluster([(node, self._model_vars(hostvars[node])) for node in nodes])
-        service_hosts = [
-            (name, self._templated(select_service_vars(hostvars[name])))
-            for name in groups.get("order_service", [])
-        ]
+        inventory_dir = hosts.directory(
+            [CLUSTER_GROUP], default=Path(task_vars.get("inventory_dir") or Path.cwd())
+        )
+        if hosts.hosts(CLUSTER_GROUP):
+            cluster, _ = build_model(hosts, CLUSTER_GROUP)
+        service_hosts = service_vars(hosts, "order_service")
         return plan_for_cluster(
             cluster,
             service_hosts_variables("order_service", service_hosts, checkout=PROJECT_ROOT),
             inventory_dir=inventory_dir,
         )
-
-    def _model_vars(self, host_vars: Any) -> dict[str, Any]:
-        """The variables the model reads from one host, templated (as the plan action does)."""
-        wanted = select_model_vars({key: None for key in host_vars})
-        return {key: self._templar.template(host_vars[key]) for key in wanted}
-
-    def _templated(self, variables: dict[str, Any]) -> dict[str, Any]:
-        return {key: plain_data(self._templar.template(value)) for key, value in variables.items()}

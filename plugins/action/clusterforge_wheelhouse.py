@@ -1,7 +1,7 @@
 """Action plugin: build one service's wheelhouse on the control node, once per key.
 
 Arguments:
-  service: ``user_directory`` or ``order_service`` (clusterforge.services_plan.SERVICES):
+  service: ``user_directory`` or ``order_service`` (clusterforge.plan.services_plan.SERVICES):
     builds that service's project (``services/userdir``, ``services/orders`` in the
     checkout this plugin belongs to) with the extras its hosts need.
   project_root: another project folder to build instead (tests; the default comes from
@@ -24,8 +24,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.services_plan import SERVICES
-from clusterforge.wheelhouse import build_wheelhouse
+from clusterforge.plan.services_plan import SERVICES
+from clusterforge.plan.wheelhouse import build_wheelhouse
 
 DEFAULT_CHECKOUT = Path(__file__).resolve().parents[2]
 

@@ -11,14 +11,14 @@
 - ``clusterforge_console_config(settings, backend_password)``: the console's
   opensearch_dashboards.yml from its planned settings.
 - ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
-  rolling play (clusterforge.plan.restart_reasons); empty when it does not.
+  rolling play (clusterforge.plan.plan.restart_reasons); empty when it does not.
 - ``clusterforge_rolling_batches(plan, changes, hosts)``: the batches the rolling play restarts
   with ``opensearch_rolling_batch: zone``, each keeping the nodes that have a reason
-  (clusterforge.plan.rolling_batches); empty in node mode.
+  (clusterforge.plan.plan.rolling_batches); empty in node mode.
 - ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
   ``{name: content}`` mapping as entries of the clusterforge_files module.
 - ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
-  settings a running node must restart for (clusterforge.plan.settings_needing_restart);
+  settings a running node must restart for (clusterforge.plan.plan.settings_needing_restart);
   empty when only start-only settings such as discovery.seed_hosts changed.
 """
 
@@ -28,15 +28,15 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from clusterforge.console import render_console_config
-from clusterforge.plan import restart_reasons, rolling_batches, settings_needing_restart
-from clusterforge.plugins import parse_descriptor, plan_plugin_changes
-from clusterforge.security_config import (
+from clusterforge.pki.security_config import (
     SECURITY_CONFIG_TYPES,
     changed_config_types,
     merge_unmanaged_users,
     parse_digest_marker,
 )
+from clusterforge.plan.console import render_console_config
+from clusterforge.plan.plan import restart_reasons, rolling_batches, settings_needing_restart
+from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
 
 
 def clusterforge_changed_types(digests: Mapping[str, str], marker_text: str | None) -> list[str]:
@@ -65,26 +65,26 @@ def clusterforge_installed_plugins(descriptors: Mapping[str, str | None]) -> dic
 def clusterforge_plugin_changes(
     wanted: list[dict[str, Any]], installed: dict[str, str], remove_unlisted: bool = False
 ) -> dict[str, list[Any]]:
-    """What a node must install and remove (clusterforge.plugins.plan_plugin_changes)."""
+    """What a node must install and remove (clusterforge.plan.plugins.plan_plugin_changes)."""
     return plan_plugin_changes(list(wanted), dict(installed), remove_unlisted=remove_unlisted)
 
 
 def clusterforge_console_config(settings: dict[str, Any], backend_password: str | None) -> str:
-    """The console's opensearch_dashboards.yml (clusterforge.console.render_console_config)."""
+    """The console's opensearch_dashboards.yml (clusterforge.plan.console.render_console_config)."""
     return render_console_config(settings, backend_password)
 
 
 def clusterforge_restart_reasons(
     plan: Mapping[str, Any], host: str, changes: list[Mapping[str, Any]]
 ) -> list[str]:
-    """Why ``host`` restarts in the rolling play (clusterforge.plan.restart_reasons)."""
+    """Why ``host`` restarts in the rolling play (clusterforge.plan.plan.restart_reasons)."""
     return restart_reasons(plan, str(host), list(changes))
 
 
 def clusterforge_rolling_batches(
     plan: Mapping[str, Any], changes: list[Mapping[str, Any]], hosts: list[str] | None = None
 ) -> list[dict[str, Any]]:
-    """The zone-mode batches that restart, reasons per node (clusterforge.plan)."""
+    """The zone-mode batches that restart, reasons per node (clusterforge.plan.plan)."""
     return rolling_batches(plan, list(changes), None if hosts is None else list(hosts))
 
 
@@ -113,7 +113,7 @@ def clusterforge_file_entries(
 
 
 def clusterforge_settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
-    """What makes a changed opensearch.yml a restart (clusterforge.plan)."""
+    """What makes a changed opensearch.yml a restart (clusterforge.plan.plan)."""
     return settings_needing_restart(None if old_text is None else str(old_text), str(new_text))
 
 

@@ -2,7 +2,7 @@
 
 ``lookup('clusterforge.stack.clusterforge_generated_secret', path, alphabet='alphanumeric',
 length=32)`` returns the secret stored in ``path``, generating it there first when the file
-is missing, through :func:`clusterforge.generated_secrets.read_or_generate`: the file 0600
+is missing, through :func:`clusterforge.pki.generated_secrets.read_or_generate`: the file 0600
 in a 0700 directory, written whole, the first of two concurrent runs wins and the other
 reads its value. The one writer of the toolkit's generated secrets, so a play's secrets
 get the same guarantees as the plan's and the lab's. Lookups run on the control node.
@@ -16,7 +16,7 @@ from typing import Any
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from clusterforge.generated_secrets import (
+from clusterforge.pki.generated_secrets import (
     GeneratedSecretError,
     alphanumeric,
     read_or_generate,

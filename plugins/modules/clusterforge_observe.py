@@ -60,7 +60,7 @@ EXAMPLES = r"""
 RETURN = r"""
 observed:
   description:
-    - What the node runs, in the shape C(clusterforge.plan.plan_rollout) and
+    - What the node runs, in the shape C(clusterforge.plan.plan.plan_rollout) and
       C(plan_removal) read.
     - Version, active, formed, security_mode, cluster_manager and the host's memory;
       with O(removal) also the members and the index settings.

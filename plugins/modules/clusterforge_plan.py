@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 module: clusterforge_plan
 short_description: Compute the plan on the control node, before any host changes
 description:
-  - Runs C(clusterforge.plan.build_plan) on the control node. It validates the whole
+  - Runs C(clusterforge.plan.plan.build_plan) on the control node. It validates the whole
     inventory at once (every problem reported together, each naming the variable and the
     fix), fetches and checks the engine and plugin archives, creates or reuses the PKI,
     renders every node's files and the security files (bcrypt hashes, never passwords),
@@ -59,7 +59,7 @@ options:
     type: dict
   validate_only:
     description:
-      - Only check the whole inventory (C(clusterforge.plan.validate_inventory)), writing,
+      - Only check the whole inventory (C(clusterforge.plan.plan.validate_inventory)), writing,
         generating and fetching nothing. The first play of every playbook
         (C(playbooks/check-inventory.yml)) does this before any host is contacted.
     type: bool

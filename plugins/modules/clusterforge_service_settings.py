@@ -13,7 +13,7 @@ module: clusterforge_service_settings
 short_description: One host's settings of one service, validated by the service's own model
 description:
   - Runs on the control node (no connection to the host) through
-    C(clusterforge.services_plan.plan_services), with the host's C(<service>_*) variables
+    C(clusterforge.plan.services_plan.plan_services), with the host's C(<service>_*) variables
     as the task sees them, templated.
   - Fails, naming every variable at fault, when the service would refuse its settings.
     Run it before any task that changes the host, with C(any_errors_fatal), so one bad

@@ -12,31 +12,29 @@ Two network modes (docs/design.md, "The open-file limit"):
 
 from __future__ import annotations
 
-import base64
 import collections
 import functools
 import json
 import os
 import re
 import resource
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from clusterforge.console import console_defaults
+from clusterforge.client import ClusterClient
 from clusterforge.errors import LabError
-from clusterforge.generated_secrets import read_or_generate, url_safe
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
-from clusterforge.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
+from clusterforge.pki.generated_secrets import read_or_generate, url_safe
+from clusterforge.pki.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
+from clusterforge.plan.console import console_defaults
 from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
@@ -377,7 +375,7 @@ class Lab:
 
     def retire_certificates(self, kept: list[LabNode]) -> None:
         """After a shrink: the removed nodes' keys leave the lab's PKI now, not at the next
-        plan (which would retire them too: clusterforge.cluster_pki)."""
+        plan (which would retire them too: clusterforge.plan.cluster_pki)."""
         if not (self.pki_dir / CA_CERT_FILE).is_file():
             return  # an open lab has no PKI
         retired = retire_node_certificates(
@@ -633,13 +631,14 @@ class Lab:
 
     # -- report -----------------------------------------------------------------------
 
-    def client(self, mode: str) -> LabClient:
+    def client(self, mode: str) -> ClusterClient:
+        """The cluster's HTTP client, with the CA and the admin's credentials by mode."""
         if mode == "open":
-            return LabClient()
-        return LabClient(
+            return ClusterClient()
+        password = self.secret_file(ADMIN_USER).read_text().strip()
+        return ClusterClient(
             ca_cert=self.pki_dir / "ca.pem" if mode == "tls" else None,
-            username=ADMIN_USER,
-            password_file=self.secret_file(ADMIN_USER),
+            credentials=(ADMIN_USER, password),
         )
 
     def describe(
@@ -655,12 +654,12 @@ class Lab:
     ) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
-        client = self.client(mode)
-        info = client.get_json(f"{urls[0]}/")
-        health = client.get_json(f"{urls[0]}/_cluster/health")
-        cat_nodes = client.get_json(
-            f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
-        )
+        with self.client(mode) as client:
+            info = client.get_json(f"{urls[0]}/")
+            health = client.get_json(f"{urls[0]}/_cluster/health")
+            cat_nodes = client.get_json(
+                f"{urls[0]}/_cat/nodes?format=json&h=name,ip,node.role,cluster_manager"
+            )
         secured: dict[str, Any] = {}
         if mode != "open":
             secured = {
@@ -814,32 +813,6 @@ def node_facts(
             }
         )
     return facts
-
-
-class LabClient:
-    """A small HTTP client for the lab's summary: the CA and admin credentials by mode."""
-
-    def __init__(
-        self,
-        *,
-        ca_cert: Path | None = None,
-        username: str | None = None,
-        password_file: Path | None = None,
-    ) -> None:
-        self.context = ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else None
-        self.authorization = None
-        if username and password_file:
-            token = f"{username}:{password_file.read_text().strip()}".encode()
-            self.authorization = "Basic " + base64.b64encode(token).decode()
-
-    def get_json(self, url: str) -> Any:
-        if not url.startswith(("http://", "https://")):
-            raise LabError(f"not an HTTP URL: {url}")
-        request = urllib.request.Request(url)  # noqa: S310 - checked just above
-        if self.authorization:
-            request.add_header("Authorization", self.authorization)
-        with urllib.request.urlopen(request, timeout=10, context=self.context) as response:  # noqa: S310
-            return json.loads(response.read())
 
 
 def _service_facts(

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from clusterforge._status_probe import SECURITY_CONFIG_TYPES
-from clusterforge._status_target import Target
+from clusterforge.status.target import SECURITY_CONFIG_TYPES, Target
 
 WATERMARK_KEYS = ("low", "high", "flood_stage")
 _WATERMARK_PREFIX = "cluster.routing.allocation.disk."

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
+from clusterforge.pki.security_config import PREDEFINED_USERS, AuthFailureLimit
+from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
 from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
-from clusterforge.security_config import PREDEFINED_USERS, AuthFailureLimit
 
 SECURITY_MODES = ("open", "tls", "basic")
 SECURED_MODES = frozenset({"tls", "basic"})
@@ -826,7 +826,7 @@ def _check_passwords(
     value: Callable[[str], Any], security_mode: str, mode_bad: bool, problems: _Problems
 ) -> None:
     """Secured modes refuse missing, empty and well-known passwords (values never echoed)."""
-    from clusterforge.hashing import PasswordRejectedError, check_password_allowed
+    from clusterforge.pki.hashing import PasswordRejectedError, check_password_allowed
 
     passwords = value("opensearch_security_passwords") or {}
     unknown = sorted(str(name) for name in passwords if name not in PREDEFINED_USER_NAMES)

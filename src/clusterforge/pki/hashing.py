@@ -10,7 +10,7 @@ Public API:
 - :func:`check_password_allowed` refuses what a secured cluster must never run with: an
   empty password, one of the well-known demo passwords the plugin ships, or the user's own
   name. It raises :class:`PasswordRejectedError`.
-- :func:`main` is the hash tool (``scripts/hash-password``, ``python -m clusterforge.hashing``).
+- :func:`main` is the hash tool (``scripts/hash-password``, ``python -m clusterforge.pki.hashing``).
 
 The security plugin 2.19 checks bcrypt hashes with password4j
 (``BcryptFunction.getInstanceFromHash`` then ``Password.check(...).with(...)``);

@@ -2,7 +2,7 @@
 
 The declarations are read as a playbook run reads them: the inventory's opensearch group,
 with ``-e``/``--extra-vars`` on top (highest precedence, as in ansible-playbook). The
-comparison is clusterforge.cluster_config's, the one the playbook's apply step makes, so
+comparison is clusterforge.plan.cluster_config's, the one the playbook's apply step makes, so
 what status lists as drift is exactly what the next ``site.yml`` run (or its
 ``--check --diff``) changes.
 """
@@ -16,9 +16,11 @@ from typing import Any
 
 import yaml
 
-from clusterforge._status_probe import HttpClient
-from clusterforge._status_target import StatusConfigError, Target
-from clusterforge.cluster_config import (
+from clusterforge.client import ClusterClient
+from clusterforge.errors import InventoryError
+from clusterforge.inventory.reader import InventoryReader, InventoryReadError
+from clusterforge.inventory.variables import model_vars
+from clusterforge.plan.cluster_config import (
     KINDS,
     KINDS_BY_VARIABLE,
     PRUNE_VARIABLE,
@@ -27,7 +29,7 @@ from clusterforge.cluster_config import (
     plan_cluster_config,
     toolkit_security_names,
 )
-from clusterforge.errors import InventoryError
+from clusterforge.status.target import StatusConfigError, Target
 
 DRIFT_STATES = {"create": "missing", "update": "changed", "delete": "not declared"}
 
@@ -70,14 +72,14 @@ def lab_inventory_vars(
 ) -> dict[str, Any]:
     """The opensearch group's variables of the inventory beside a lab.json, ``extra_vars``
     on top (an ``--inventory`` target has read them already: Target.opensearch_vars)."""
-    from clusterforge.cli import InventoryReader, InventoryReadError, select_model_vars
-
     try:
-        reader = InventoryReader(inventory, vault_password_file=vault_password_file)
-        hosts = reader.hosts_vars("opensearch", select_model_vars)
+        reader = InventoryReader(
+            inventory, vault_password_file=vault_password_file, extra_vars=extra_vars
+        )
+        nodes = model_vars(reader)
     except InventoryReadError as error:
         raise StatusConfigError(f"cannot read the inventory {inventory}: {error}") from error
-    return {**hosts[0][1], **extra_vars}
+    return nodes[0][1]
 
 
 def declared_config(variables: Mapping[str, Any], *, secured: bool) -> ClusterConfig | None:
@@ -96,7 +98,7 @@ def declared_config(variables: Mapping[str, Any], *, secured: bool) -> ClusterCo
     return config if config.declares_anything else None
 
 
-def find_drift(target: Target, config: ClusterConfig, client: HttpClient) -> dict[str, Any]:
+def find_drift(target: Target, config: ClusterConfig, client: ClusterClient) -> dict[str, Any]:
     """``{"drift": [{kind, name, state}], "error": str | None}`` from the first node that
     answers every read."""
     errors: list[str] = []

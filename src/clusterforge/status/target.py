@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import ClusterforgeError
+from clusterforge.inventory.reader import InventoryReadError
+from clusterforge.inventory.variables import read_inventory
+from clusterforge.plan.cluster_pki import resolve_pki_dir
+from clusterforge.plan.console import build_consoles
 from clusterforge.schema import load_schema
 
 DEFAULT_RENEW_WITHIN_DAYS: int = load_schema().default_of("opensearch_cert_renew_within_days")
@@ -27,6 +31,15 @@ SERVICE_HEALTH_PATHS = {
     **{service.status_name: service.health_path for service in _SERVICES.values()},
     **{service.role: service.health_path for service in _SERVICES.values()},
 }
+# The security configuration types the digest covers, as the security REST API names them.
+SECURITY_CONFIG_TYPES = (
+    "securityconfig",
+    "internalusers",
+    "roles",
+    "rolesmapping",
+    "actiongroups",
+    "tenants",
+)
 # A service bound to one of these is reached through its host's address.
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")  # noqa: S104 - compared against, never bound
 # (name in the report, inventory group) of each service.
@@ -133,33 +146,29 @@ def load_inventory(
 ) -> Target:
     """The target an Ansible inventory describes, read the way a playbook run reads it,
     ``extra_vars`` on top (``-e``: a password changed by a run's extra vars, say)."""
-    # Imported here so a refactor of these modules elsewhere is a one-line change.
-    from clusterforge.cli import select_model_vars
-    from clusterforge.cluster_pki import resolve_pki_dir
-    from clusterforge.console import build_consoles
-    from clusterforge.model import build_cluster
-
-    groups = _read_inventory_groups(
-        inventory,
-        vault_password_file,
-        ("opensearch", "dashboards", *(group for _, group in _INVENTORY_SERVICES)),
-        extra_vars or {},
-    )
-    opensearch_hosts = groups["opensearch"]
-    cluster = build_cluster([(name, select_model_vars(hv)) for name, hv in opensearch_hosts])
-    inventory_dir = inventory if inventory.is_dir() else inventory.parent
-    ca_cert = resolve_pki_dir(cluster, inventory_dir) / "ca.pem" if cluster.secured else None
+    try:
+        read = read_inventory(
+            inventory, vault_password_file=vault_password_file, extra_vars=extra_vars
+        )
+    except InventoryReadError as error:
+        hint = " (pass --vault-password-file FILE)" if "vault" in str(error).lower() else ""
+        raise StatusConfigError(f"cannot read the inventory {inventory}: {error}{hint}") from error
+    if not read.nodes:
+        raise StatusConfigError(f"the inventory {inventory} has no host in group 'opensearch'")
+    cluster = read.cluster()
+    first_vars = read.nodes[0][1]
+    ca_cert = resolve_pki_dir(cluster, read.directory) / "ca.pem" if cluster.secured else None
     password = None
     if cluster.secured:
-        passwords = opensearch_hosts[0][1].get("opensearch_security_passwords") or {}
+        passwords = first_vars.get("opensearch_security_passwords") or {}
         password = passwords.get(ADMIN_USER) if isinstance(passwords, Mapping) else None
         if not password:
             raise StatusConfigError(
                 "opensearch_security_passwords.admin is not set for the opensearch group; "
                 "set it (vaulted) or pass --vault-password-file to decrypt it"
             )
-    consoles = build_consoles([(name, select_model_vars(hv)) for name, hv in groups["dashboards"]])
-    services, unchecked = _inventory_services(groups)
+    consoles = build_consoles(read.consoles)
+    services, unchecked = _inventory_services(read.services, read.addresses)
     return Target(
         source=str(inventory),
         cluster_name=cluster.name,
@@ -175,12 +184,13 @@ def load_inventory(
         console=consoles[0].url if consoles else None,
         services=services,
         unchecked_services=unchecked,
-        opensearch_vars=opensearch_hosts[0][1],
+        opensearch_vars=first_vars,
     )
 
 
 def _inventory_services(
     groups: Mapping[str, list[tuple[str, dict[str, Any]]]],
+    addresses: Mapping[str, str],
 ) -> tuple[dict[str, str], dict[str, str]]:
     services: dict[str, str] = {}
     unchecked: dict[str, str] = {}
@@ -189,7 +199,7 @@ def _inventory_services(
             key = name if len(groups[group]) == 1 else f"{name}@{host}"
             bind = str(host_vars.get(f"{group}_host", "127.0.0.1"))
             port = host_vars.get(f"{group}_port")
-            reach = str(host_vars.get("ansible_host") or host)
+            reach = addresses.get(host) or host
             if port is None:
                 unchecked[key] = f"{group}_port is not set for {host}"
                 continue
@@ -213,34 +223,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _select_status_vars(host_vars: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's variables (and ``ansible_host``) plus the services' own."""
-    from clusterforge.cli import select_model_vars, select_service_vars
-
-    return {**select_model_vars(host_vars), **select_service_vars(host_vars)}
-
-
-def _read_inventory_groups(
-    inventory: Path,
-    vault_password_file: Path | None,
-    groups: tuple[str, ...],
-    extra_vars: Mapping[str, Any],
-) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """(host, templated variables) per group, vault included, read as ``scripts/render``
-    reads them, ``extra_vars`` on top."""
-    from clusterforge.cli import InventoryReader, InventoryReadError
-
-    def select(host_vars: Mapping[str, Any]) -> dict[str, Any]:
-        return _select_status_vars({**host_vars, **extra_vars})
-
-    try:
-        reader = InventoryReader(inventory, vault_password_file=vault_password_file)
-        result = {group: reader.hosts_vars(group, select) for group in groups}
-    except InventoryReadError as error:
-        hint = " (pass --vault-password-file FILE)" if "vault" in str(error).lower() else ""
-        raise StatusConfigError(f"cannot read the inventory {inventory}: {error}{hint}") from error
-    if not result["opensearch"]:
-        raise StatusConfigError(f"the inventory {inventory} has no host in group 'opensearch'")
-    return result

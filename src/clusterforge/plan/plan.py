@@ -7,7 +7,7 @@ nodes restart, in which order, and the refusal of a downgrade) and the seam wher
 services' settings will be added (``services``).
 
 It also decides the order service's delivery into the cluster (``orders_search``,
-clusterforge.orders_search): the user and roles go into the security files, the index
+clusterforge.plan.orders_search): the user and roles go into the security files, the index
 template into ``orders_search``, and the settings into ``services``; the user's password
 goes only into the service's settings file, which its role writes.
 
@@ -26,17 +26,31 @@ from typing import Any
 
 import yaml
 
-from clusterforge import services_plan
-from clusterforge.artifacts import FetchedArtifact, fetch_engine
-from clusterforge.cluster_config import ClusterConfig, plan_cluster_config, toolkit_security_names
-from clusterforge.cluster_pki import (
+from clusterforge.errors import ArtifactError, ClusterforgeError, InventoryError
+from clusterforge.pki.pki import (
+    CA_CERT_FILE,
+    CA_KEY_FILE,
+    CA_PASSPHRASE_ENV,
+    PkiError,
+    SubjectFields,
+    load_or_create_ca,
+)
+from clusterforge.pki.published_secrets import published_secret_findings
+from clusterforge.plan import services_plan
+from clusterforge.plan.artifacts import FetchedArtifact, fetch_engine
+from clusterforge.plan.cluster_config import (
+    ClusterConfig,
+    plan_cluster_config,
+    toolkit_security_names,
+)
+from clusterforge.plan.cluster_pki import (
     CA_COMMON_NAME_SUFFIX,
     ClusterPki,
     ensure_cluster_pki,
     resolve_pki_dir,
 )
-from clusterforge.cluster_security import render_cluster_security
-from clusterforge.console import (
+from clusterforge.plan.cluster_security import render_cluster_security
+from clusterforge.plan.console import (
     CONFIG_FILE,
     UNIT_NAME,
     build_consoles,
@@ -45,8 +59,7 @@ from clusterforge.console import (
     render_console_config,
     render_console_unit,
 )
-from clusterforge.errors import ArtifactError, ClusterforgeError, InventoryError
-from clusterforge.model import (
+from clusterforge.plan.model import (
     PREDEFINED_USER_NAMES,
     SECURITY_PLUGIN_NAME,
     Cluster,
@@ -55,7 +68,7 @@ from clusterforge.model import (
     heap_megabytes,
     plain_data,
 )
-from clusterforge.orders_search import (
+from clusterforge.plan.orders_search import (
     DISABLED,
     USERNAME_VARIABLE,
     OrdersSearch,
@@ -63,18 +76,9 @@ from clusterforge.orders_search import (
     plan_for_cluster,
     security_additions,
 )
-from clusterforge.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
-from clusterforge.pki import (
-    CA_CERT_FILE,
-    CA_KEY_FILE,
-    CA_PASSPHRASE_ENV,
-    PkiError,
-    SubjectFields,
-    load_or_create_ca,
-)
-from clusterforge.plugins import check_plugin, fetch_plugin, fetch_security_plugin
-from clusterforge.published_secrets import published_secret_findings
-from clusterforge.render import (
+from clusterforge.plan.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
+from clusterforge.plan.plugins import check_plugin, fetch_plugin, fetch_security_plugin
+from clusterforge.plan.render import (
     ADMIN_CERT_FILE,
     NODE_CA_FILE,
     NODE_CERT_FILE,
@@ -83,15 +87,15 @@ from clusterforge.render import (
     RETIRED_ADMIN_KEY_FILE,
     render_node_files,
 )
-from clusterforge.rollout import (
+from clusterforge.plan.rollout import (
     CLUSTER_MANAGER_ROLES,
     Operation,
     Topology,
     TopologyNode,
     plan_batches,
 )
-from clusterforge.services_plan import plan_services, service_hosts_variables
-from clusterforge.snapshots import plan_snapshots
+from clusterforge.plan.services_plan import plan_services, service_hosts_variables
+from clusterforge.plan.snapshots import plan_snapshots
 
 DATA_ROLES = frozenset({"data"})
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
@@ -288,7 +292,7 @@ def memory_megabytes(meminfo: str | None) -> int | None:
 
 def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """What the nodes report decides the rollout: first start, a mode switch, upgrades,
-    the batches and restart order (:mod:`clusterforge.rollout`: the elected cluster
+    the batches and restart order (:mod:`clusterforge.plan.rollout`: the elected cluster
     manager last), the batches of a scale-in, and a downgrade refused.
 
     ``observed`` maps inventory names to what a read-only look at each node found
@@ -483,7 +487,7 @@ class ValidatedInventory:
     run of playbooks/services.yml); ``warnings`` are the model's warnings and, for a
     review, what would stop a deploy. ``orders_search`` says whether delivery is on; its
     password may be a placeholder for one still to generate
-    (clusterforge.orders_search.NOT_GENERATED), so :func:`build_plan` plans delivery and
+    (clusterforge.plan.orders_search.NOT_GENERATED), so :func:`build_plan` plans delivery and
     the services' settings again.
     """
 
@@ -763,7 +767,7 @@ def build_plan(
     ``fetch=False`` leaves the archives alone (``scripts/render`` reviews files; it does
     not download engines). ``services_vars`` maps each service's group
     (``user_directory``, ``order_service``) to its hosts' variables: their settings are
-    validated by the services' own settings models (clusterforge.services_plan), and the
+    validated by the services' own settings models (clusterforge.plan.services_plan), and the
     plan's ``services`` section holds them without their secrets; the service roles
     write the secret-bearing file themselves, with no_log.
 

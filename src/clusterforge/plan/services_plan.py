@@ -36,11 +36,11 @@ from typing import Any
 import yaml
 
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
+from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
 from clusterforge.schema import Service, load_schema
 
 SECRET_MARK = "<secret: left out>"  # noqa: S105 (shown in place of a secret)
-DEFAULT_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 _PRIVATE_PACKAGE_PREFIX = "_clusterforge_plan_"
 
 
@@ -351,7 +351,7 @@ _ORDERS_KEY_VARIABLES: dict[tuple[str, ...], str] = {
     ("orders", "auth-tokens"): "order_service_auth_tokens",
     ("orders", "listeners"): "order_service_listeners",
     ("event", "async"): "order_service_event_async",
-    # Wired from the cluster the inventory deploys (clusterforge.orders_search).
+    # Wired from the cluster the inventory deploys (clusterforge.plan.orders_search).
     ("orders", "search"): "order_service_search_*",
     # Not wired from the inventory yet; named for when it is.
     ("orders", "outbox"): "order_service_outbox",
@@ -521,7 +521,7 @@ def plan_services(
     ``roles/<service>/defaults/main.yml``). ``checkout`` is where the services' source
     trees are; ``None`` uses installed copies. Raises :class:`InventoryError` listing
     every problem, each naming the variable, when any host's settings are refused.
-    ``orders_search`` is the order delivery the cluster gets (clusterforge.orders_search),
+    ``orders_search`` is the order delivery the cluster gets (clusterforge.plan.orders_search),
     or None to leave ``orders.search`` at the service's default (off).
     """
     problems: list[str] = []

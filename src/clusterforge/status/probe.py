@@ -1,82 +1,23 @@
 """The network side of ``scripts/status``: HTTP answers and served certificates.
 
 Everything here records what the cluster said (status, JSON body, or the error) and
-decides nothing: the rules in ``_status_report`` turn the recording into a report, so they
-can be tested on recorded answers without a network.
+decides nothing: the rules in ``clusterforge.status.report`` turn the recording into a
+report, so they can be tested on recorded answers without a network.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import socket
 import ssl
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography import x509
 
-from clusterforge._status_target import Target
-
-DEFAULT_TIMEOUT = 10.0
-
-# The security configuration types the digest covers, as the security REST API names them.
-SECURITY_CONFIG_TYPES = (
-    "securityconfig",
-    "internalusers",
-    "roles",
-    "rolesmapping",
-    "actiongroups",
-    "tenants",
-)
-
-
-class HttpClient:
-    """GET with the CA verified (hostname checks on), Basic auth when given, timeouts set."""
-
-    def __init__(
-        self,
-        *,
-        ca_cert: Path | None,
-        username: str | None,
-        password: str | None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self._context = ssl.create_default_context(cafile=str(ca_cert) if ca_cert else None)
-        self._authorization = (
-            "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
-            if username and password is not None
-            else None
-        )
-        self._timeout = timeout
-
-    def get(self, url: str, *, auth: bool = True) -> dict[str, Any]:
-        """{"status": int, "body": parsed JSON or text} or {"error": str}."""
-        request = urllib.request.Request(url, method="GET")  # noqa: S310 - http(s) URLs only
-        if auth and self._authorization:
-            request.add_header("Authorization", self._authorization)
-        try:
-            with urllib.request.urlopen(  # noqa: S310 - the URL comes from the inventory
-                request, timeout=self._timeout, context=self._context
-            ) as answer:
-                return {"status": answer.status, "body": _parse(answer.read())}
-        except urllib.error.HTTPError as error:
-            return {"status": error.code, "body": _parse(error.read())}
-        except (OSError, ValueError) as error:
-            reason = getattr(error, "reason", None) or error
-            return {"error": f"{type(reason).__name__}: {reason}"}
-
-
-def _parse(raw: bytes) -> Any:
-    text = raw.decode("utf-8", "replace")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text.strip()
+from clusterforge.client import ClusterClient
+from clusterforge.status.target import SECURITY_CONFIG_TYPES, Target
 
 
 def served_certificate(url: str, ca_cert: Path | None, *, timeout: float) -> dict[str, Any]:
@@ -126,7 +67,7 @@ def _handshake(host: str, port: int, context: ssl.SSLContext, timeout: float) ->
     return der
 
 
-def collect(target: Target, client: HttpClient, *, timeout: float) -> dict[str, Any]:
+def collect(target: Target, client: ClusterClient, *, timeout: float) -> dict[str, Any]:
     """Ask the cluster, every node, the console and the services; record every answer."""
     recorded: dict[str, Any] = {"nodes_root": {}, "certificates": {}, "services": {}}
     for node in target.nodes:

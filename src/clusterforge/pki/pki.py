@@ -25,7 +25,7 @@ the CA key) and set ownership. Public API:
 - :func:`certificate_expiry` reports ``not_valid_after`` and whole days left.
 - :func:`ca_passphrase_from_environment` reads the CA passphrase from
   ``CLUSTERFORGE_CA_PASSPHRASE`` (never from argv).
-- :func:`main` is ``scripts/certs`` (``python -m clusterforge.pki``).
+- :func:`main` is ``scripts/certs`` (``python -m clusterforge.pki.pki``).
 
 Key files are written 0600 from the moment they exist (a temporary file in the same
 directory, then an atomic rename); certificate files 0644. Errors are :class:`PkiError`.

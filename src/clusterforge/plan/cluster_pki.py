@@ -1,12 +1,12 @@
 """The cluster's certificates, from the model: one CA, a certificate per node, an admin.
 
-Thin on purpose: :mod:`clusterforge.pki` does the cryptography; this module decides
+Thin on purpose: :mod:`clusterforge.pki.pki` does the cryptography; this module decides
 which certificates a cluster needs, with which subjects and names, and reads the DNs
 back for ``plugins.security.nodes_dn`` and ``plugins.security.authcz.admin_dn``.
 
 Nodes and clients trust ``ca-bundle.pem`` (written here on every plan), never ``ca.pem``
 directly: during a CA rotation the bundle holds the old and the new CA (see
-:func:`clusterforge.pki.rotate_ca` and docs/certificates.md).
+:func:`clusterforge.pki.pki.rotate_ca` and docs/certificates.md).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
-from clusterforge.model import Cluster
-from clusterforge.pki import (
+from clusterforge.pki.pki import (
     CA_CERT_FILE,
     PkiError,
     SubjectFields,
@@ -38,6 +37,7 @@ from clusterforge.pki import (
     rotate_ca,
     write_ca_bundle,
 )
+from clusterforge.plan.model import Cluster
 
 CA_COMMON_NAME_SUFFIX = " root CA"
 ADMIN_FILE_NAME = "admin"
@@ -65,10 +65,10 @@ class ClusterPki:
     generations: dict[str, str] | None = None
     nodes_dn_pattern: str = ""
     # Inventory names whose key and certificate this plan retired: they left the group
-    # opensearch (clusterforge.pki.retire_node_certificates).
+    # opensearch (clusterforge.pki.pki.retire_node_certificates).
     retired: tuple[str, ...] = ()
     # Keys the record that a kept internal-user hash still matches its password
-    # (clusterforge.cluster_security); derived from the CA key, so only whoever can issue
+    # (clusterforge.plan.cluster_security); derived from the CA key, so only whoever can issue
     # an admin certificate could compute it. In memory only, never in a repr.
     hash_check_key: bytes = field(default=b"", repr=False, compare=False)
 

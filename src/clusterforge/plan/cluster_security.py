@@ -9,7 +9,7 @@ host is contacted.
 Checking a kept hash costs bcrypt's full work factor, for every user on every run (0.85
 s of a lab rerun). So the same file also records, per user, an HMAC of the user's name,
 hash and password under a key derived from the CA's private key
-(:func:`clusterforge.cluster_pki.hash_check_key`). When the record still matches, the
+(:func:`clusterforge.plan.cluster_pki.hash_check_key`). When the record still matches, the
 hash is kept without bcrypt. Only whoever can decrypt the CA key can compute that key,
 and they can already issue an admin certificate; without it the record tells nothing
 about a password. A new CA, a changed password or an edited hash misses the record and
@@ -27,10 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from clusterforge.hashing import reuse_or_hash
-from clusterforge.model import PREDEFINED_USER_NAMES
-from clusterforge.pki import write_file_atomically
-from clusterforge.security_config import (
+from clusterforge.pki.hashing import reuse_or_hash
+from clusterforge.pki.pki import write_file_atomically
+from clusterforge.pki.security_config import (
     AuthFailureLimit,
     InternalUser,
     RoleMapping,
@@ -39,6 +38,7 @@ from clusterforge.security_config import (
     render_security_files,
     security_config_digest,
 )
+from clusterforge.plan.model import PREDEFINED_USER_NAMES
 
 HASH_STATE_FILE = "internal_users.hashes.json"
 
@@ -80,7 +80,7 @@ def render_cluster_security(
     ``passwords`` holds the predefined users' passwords, ``users`` the inventory's other
     users (``name``, ``password``, optional ``backend_roles`` and ``description``). Both
     were validated by the model already. ``roles`` and ``role_mappings`` add the toolkit's
-    own roles (the order service's, clusterforge.orders_search). ``check_key`` (the
+    own roles (the order service's, clusterforge.plan.orders_search). ``check_key`` (the
     cluster PKI's ``hash_check_key``) keys the records that spare bcrypt on a rerun;
     without it every kept hash is checked with bcrypt and no record is written.
     ``audit_failed_logins`` and ``auth_failure_limit`` go to render_security_files.

@@ -9,9 +9,9 @@ from typing import Any
 import jinja2
 import yaml
 
-from clusterforge.cluster_pki import ClusterPki
-from clusterforge.model import Cluster, Node
-from clusterforge.security_config import REST_API_ROLES_ENABLED
+from clusterforge.pki.security_config import REST_API_ROLES_ENABLED
+from clusterforge.plan.cluster_pki import ClusterPki
+from clusterforge.plan.model import Cluster, Node
 
 MANAGED_HEADER = (
     "# Managed by clusterforge, rendered from the inventory. Local edits are overwritten;\n"
@@ -34,7 +34,7 @@ ADMIN_CERT_FILE = "certs/admin.pem"
 RETIRED_ADMIN_KEY_FILE = "certs/admin-key.pem"
 HOT_RELOAD_SETTING = "plugins.security.ssl.certificates_hot_reload.enabled"
 # Where audit events go when failed logins are recorded (which events: the security
-# config's audit.yml, clusterforge.security_config): the engine's log4j logger `audit`,
+# config's audit.yml, clusterforge.pki.security_config): the engine's log4j logger `audit`,
 # whose lines land in the node's log under the shipped log4j2.properties' rolling
 # policy, so they take no more room than the log already may. An audit index would grow
 # a new index a day with nothing to remove the old ones.
@@ -46,7 +46,7 @@ AUDIT_SINK_SETTINGS: dict[str, Any] = {
 CORS_ALLOW_HEADERS = "X-Requested-With, X-Auth-Token, Content-Type, Content-Length, Authorization"
 
 _environment = jinja2.Environment(
-    loader=jinja2.PackageLoader("clusterforge", "templates"),
+    loader=jinja2.PackageLoader("clusterforge.plan", "templates"),
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=True,
     trim_blocks=True,

@@ -3,7 +3,7 @@
 ``inventories/example`` ships an ansible-vault whose password is public
 (``EXAMPLE-ONLY-vault-password.txt``), so its passwords, passphrase and token are public
 too. A deploy that reuses any of them, or one of the security plugin's demo passwords
-(:data:`clusterforge.hashing.WELL_KNOWN_PASSWORDS`: admin, kibanaserver, logstash, ...),
+(:data:`clusterforge.pki.hashing.WELL_KNOWN_PASSWORDS`: admin, kibanaserver, logstash, ...),
 runs with credentials an attacker can look up.
 
 The example's values are kept here only as sha256 digests, so the package adds no
@@ -13,7 +13,7 @@ behind the vault.
 
 :func:`published_secret_findings` walks every value the plan reads (nested lists and
 mappings included) and names the variable of each one it finds. The deploy turns the
-findings into errors (:func:`clusterforge.plan.validate_inventory`); ``scripts/render``
+findings into errors (:func:`clusterforge.plan.plan.validate_inventory`); ``scripts/render``
 shows them as warnings, so the example itself still renders for review.
 """
 
@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterforge.hashing import WELL_KNOWN_PASSWORDS
+from clusterforge.pki.hashing import WELL_KNOWN_PASSWORDS
 
 PUBLISHED_SECRET_SHA256: frozenset[str] = frozenset(
     {
@@ -69,7 +69,7 @@ def _leaves(name: str, value: Any) -> Iterable[tuple[str, str]]:
             yield from _leaves(f"{name}[{index}]", item)
 
 
-# The internal users' passwords get the demo-password check of clusterforge.model (with
+# The internal users' passwords get the demo-password check of clusterforge.plan.model (with
 # the user-name rule too); naming them twice would only repeat it.
 _CHECKED_BY_MODEL = ("opensearch_security_passwords", "opensearch_security_users")
 

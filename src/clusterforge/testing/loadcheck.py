@@ -9,7 +9,7 @@ the :class:`LoadReport` afterwards::
     report = load.report
     assert report.ok, report.problems()
 
-or, from a shell or a playbook, ``python -m clusterforge.loadcheck --lab-json PATH
+or, from a shell or a playbook, ``python -m clusterforge.testing.loadcheck --lab-json PATH
 --seconds N`` (it also stops early, and still reports, on SIGTERM or SIGINT).
 
 What the load does: one thread alternates writes and reads, round-robin over the nodes,
@@ -26,7 +26,6 @@ import math
 import random
 import secrets
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from typing import Any, Literal
 
 import httpx
 
+from clusterforge.client import ClusterClient
 from clusterforge.errors import ClusterforgeError
 
 __all__ = [
@@ -114,15 +114,13 @@ class LoadTarget:
         """An HTTP client that verifies HTTPS against ``ca_cert`` (with hostname checks)
         and sends the Basic credentials. Environment proxies are ignored: the load must
         reach the nodes themselves."""
-        verify: ssl.SSLContext | bool = True
-        if self.ca_cert is not None:
-            verify = ssl.create_default_context(cafile=str(self.ca_cert))
-        return httpx.Client(
-            verify=verify,
-            auth=httpx.BasicAuth(*self.credentials) if self.credentials else None,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 3.0)),
+        return ClusterClient(
+            ca_cert=self.ca_cert,
+            credentials=self.credentials,
+            timeout=timeout_s,
+            connect_timeout=min(timeout_s, 3.0),
             trust_env=False,
-        )
+        ).http
 
 
 def _relative_to(lab_json: Path, value: str) -> Path:
@@ -670,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a rolling restart, an upgrade) and stops when it exits, ``--seconds`` being the upper
     bound; the command's output goes to stderr, and a failing command also exits 1."""
     parser = argparse.ArgumentParser(
-        prog="python -m clusterforge.loadcheck",
+        prog="python -m clusterforge.testing.loadcheck",
         description="Client load against a cluster while something disruptive happens.",
     )
     parser.add_argument("--lab-json", type=Path, required=True, help="lab.json of the cluster")

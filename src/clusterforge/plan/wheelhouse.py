@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterforge.artifacts import cache_dir, file_digest
 from clusterforge.errors import ClusterforgeError
+from clusterforge.plan.artifacts import cache_dir, file_digest
 
 MANIFEST_NAME = "clusterforge-wheelhouse.json"
 MANIFEST_FORMAT = 2

@@ -5,7 +5,7 @@ Hosts never download anything: the roles copy archives from this cache. Three so
 - ``maven``: resolved with ``mvn dependency:copy --strict-checksums``. Maven names its
   default repository itself and honours the user's settings.xml mirrors, so no repository
   address lives in this code. That archive carries one module, so the engine's standard
-  modules are assembled into a copy of it (``clusterforge.engine_modules``).
+  modules are assembled into a copy of it (``clusterforge.plan.engine_modules``).
 - ``tarball``: the official release tarball from a URL, checked against its sha512 (given
   in the inventory, or read from the ``.sha512`` file published beside it).
 - ``file``: an archive already on the control node.
@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterforge.engine_modules import assemble_engine, assembled_archive_name
 from clusterforge.errors import ArtifactError
-from clusterforge.model import Distribution
+from clusterforge.plan.engine_modules import assemble_engine, assembled_archive_name
+from clusterforge.plan.model import Distribution
 
 ENGINE_MAVEN_COORDINATES = "org.opensearch.distribution.integ-test-zip:opensearch"
 DOWNLOAD_TIMEOUT_S = 60

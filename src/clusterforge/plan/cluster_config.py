@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.orders_search import READER_ROLE, WRITER_ROLE
-from clusterforge.security_config import TOOLKIT_ROLE_MAPPING_NAMES, TOOLKIT_ROLE_NAMES
+from clusterforge.pki.security_config import TOOLKIT_ROLE_MAPPING_NAMES, TOOLKIT_ROLE_NAMES
+from clusterforge.plan.orders_search import READER_ROLE, WRITER_ROLE
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
 
 if TYPE_CHECKING:
-    from clusterforge.model import Cluster
+    from clusterforge.plan.model import Cluster
 
 ENABLED_VARIABLE = "order_service_search_enabled"
 USERNAME_VARIABLE = "order_service_search_username"
@@ -105,7 +105,7 @@ def index_template() -> dict[str, Any]:
     matches). ``amount`` is a ``scaled_float`` in cents: exact sums of money, in half the
     space of a double. It lives in the mapper-extras module, which every engine source
     carries (the official archive, and the Maven one with its modules assembled:
-    clusterforge.engine_modules). ``createTime`` is what format_create_time
+    clusterforge.plan.engine_modules). ``createTime`` is what format_create_time
     writes (``2026-01-31T08:00:00``, no zone: UTC). ``dynamic: strict`` refuses a field
     the template does not type, instead of guessing its type.
     """
@@ -226,7 +226,7 @@ def generated_password_path(inventory_dir: Path, username: str) -> Path:
 def read_or_generate_password(path: Path) -> str:
     """The password in ``path``; generated there first when the file is missing.
 
-    :func:`clusterforge.generated_secrets.read_or_generate` writes it (0600 in a 0700
+    :func:`clusterforge.pki.generated_secrets.read_or_generate` writes it (0600 in a 0700
     directory, whole or not at all, the first of two concurrent runs wins). Never printed.
     """
     try:
@@ -303,7 +303,7 @@ def plan_orders_search(
             "to have one generated"
         )
     if given:
-        from clusterforge.hashing import PasswordRejectedError, check_password_allowed
+        from clusterforge.pki.hashing import PasswordRejectedError, check_password_allowed
 
         try:
             check_password_allowed(username, str(given), setting=PASSWORD_VARIABLE)
@@ -331,7 +331,7 @@ def plan_orders_search(
 
 def security_additions(search: OrdersSearch) -> dict[str, Any]:
     """The user, roles and mappings delivery adds to the security files."""
-    from clusterforge.security_config import RoleMapping
+    from clusterforge.pki.security_config import RoleMapping
 
     return {
         "user": {
@@ -364,12 +364,12 @@ def plan_for_cluster(
 ) -> OrdersSearch | None:
     """:func:`plan_orders_search` for a cluster model (None: the inventory has none).
 
-    The plan (clusterforge.plan) and the services' settings action
+    The plan (clusterforge.plan.plan) and the services' settings action
     (plugins/action/clusterforge_service_settings.py) both decide through here, so a
     service deployed alone with playbooks/services.yml gets what site.yml planned.
     """
-    from clusterforge.cluster_pki import resolve_pki_dir
-    from clusterforge.pki import CA_BUNDLE_FILE
+    from clusterforge.pki.pki import CA_BUNDLE_FILE
+    from clusterforge.plan.cluster_pki import resolve_pki_dir
 
     if cluster is None:
         return plan_orders_search(

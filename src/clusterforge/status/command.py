@@ -19,18 +19,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusterforge._status_drift import (
+from clusterforge.client import DEFAULT_TIMEOUT, ClusterClient
+from clusterforge.errors import ClusterforgeError
+from clusterforge.plan.cluster_config import ClusterConfig
+from clusterforge.status.drift import (
     declared_config,
     drift_problems,
     find_drift,
     lab_inventory_vars,
     parse_extra_vars,
 )
-from clusterforge._status_probe import DEFAULT_TIMEOUT, HttpClient, collect
-from clusterforge._status_report import build_report
-from clusterforge._status_target import Target, load_inventory, load_lab_json
-from clusterforge.cluster_config import ClusterConfig
-from clusterforge.errors import ClusterforgeError
+from clusterforge.status.probe import collect
+from clusterforge.status.report import build_report
+from clusterforge.status.target import Target, load_inventory, load_lab_json
 
 __all__ = ["build_report", "main", "render_table"]
 
@@ -266,18 +267,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scripts/status: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     print(f"scripts/status: asking {len(target.nodes)} node(s) of {target.source}", file=sys.stderr)
-    client = HttpClient(
-        ca_cert=target.ca_cert,
-        username=target.admin_user,
-        password=target.admin_password,
-        timeout=args.timeout,
+    credentials = (
+        (target.admin_user, target.admin_password)
+        if target.admin_user and target.admin_password is not None
+        else None
     )
-    recorded = collect(target, client, timeout=args.timeout)
-    report = build_report(target, recorded, now=datetime.now(UTC))
-    if declared is not None:
-        found = find_drift(target, declared, client)
-        report["drift"] = found["drift"]
-        report["problems"] += drift_problems(found)
+    with ClusterClient(
+        ca_cert=target.ca_cert, credentials=credentials, timeout=args.timeout
+    ) as client:
+        recorded = collect(target, client, timeout=args.timeout)
+        report = build_report(target, recorded, now=datetime.now(UTC))
+        if declared is not None:
+            found = find_drift(target, declared, client)
+            report["drift"] = found["drift"]
+            report["problems"] += drift_problems(found)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

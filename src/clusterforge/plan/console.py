@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterforge.artifacts import FetchedArtifact, cache_dir, fetch_url
 from clusterforge.errors import ArtifactError, InventoryError
-from clusterforge.model import Cluster, plain_data
-from clusterforge.render import CA_CERT_FILE, render_settings_yaml, render_template
+from clusterforge.plan.artifacts import FetchedArtifact, cache_dir, fetch_url
+from clusterforge.plan.model import Cluster, plain_data
+from clusterforge.plan.render import CA_CERT_FILE, render_settings_yaml, render_template
 from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
 
 CONFIG_FILE = "opensearch_dashboards.yml"

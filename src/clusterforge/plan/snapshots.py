@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.model import Cluster
+from clusterforge.plan.model import Cluster
 
 REPOSITORY_VARIABLE = "opensearch_snapshot_repository"
 POLICY_VARIABLE = "opensearch_snapshot_policy"

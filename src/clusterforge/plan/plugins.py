@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterforge.artifacts import (
+from clusterforge.errors import ArtifactError
+from clusterforge.plan.artifacts import (
     FetchedArtifact,
     cache_dir,
     cache_lock,
     fetch_maven_artifact,
     fetch_url,
 )
-from clusterforge.errors import ArtifactError
-from clusterforge.model import SECURITY_PLUGIN_NAME, PluginSpec
+from clusterforge.plan.model import SECURITY_PLUGIN_NAME, PluginSpec
 
 DESCRIPTOR = "plugin-descriptor.properties"
 

@@ -5,7 +5,7 @@ The plugin ships demo files (admin:admin and other well-known passwords) in
 Public API:
 
 - :class:`InternalUser`, :class:`RoleMapping`: plain inputs. Hashes are computed by the
-  caller (``clusterforge.hashing.reuse_or_hash``), so rendering is pure and fast.
+  caller (``clusterforge.pki.hashing.reuse_or_hash``), so rendering is pure and fast.
 - :func:`predefined_users` builds the spec's four users (admin, kibanaserver, logstash,
   kibana) from their hashes; :data:`PREDEFINED_USERS` holds their fixed roles and flags.
 - :func:`render_security_files` returns ``{file name: YAML text}`` for the ten files in
@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.hashing import DEMO_PASSWORD_HASHES
+from clusterforge.pki.hashing import DEMO_PASSWORD_HASHES
 from clusterforge.schema import PredefinedUser, load_schema
 
 __all__ = [
@@ -182,7 +182,7 @@ _BASE_ROLES: Mapping[str, Mapping[str, Any]] = {
 
 
 # The roles and mappings the security files hold whatever the inventory says: the cluster
-# objects the inventory declares (clusterforge.cluster_config) may not name them.
+# objects the inventory declares (clusterforge.plan.cluster_config) may not name them.
 TOOLKIT_ROLE_NAMES = frozenset(_BASE_ROLES)
 TOOLKIT_ROLE_MAPPING_NAMES = frozenset(_BASE_ROLE_MAPPINGS)
 
@@ -252,7 +252,7 @@ def render_security_files(
     spec's roles and flags, plus any inventory users. ``roles`` adds custom roles (plugin
     ``roles.yml`` bodies); ``role_mappings`` adds mappings, merged with the built-in ones.
     ``audit_failed_logins`` turns on the audit log for FAILED_LOGIN events only (the
-    sink is opensearch.yml's plugins.security.audit.type, clusterforge.render);
+    sink is opensearch.yml's plugins.security.audit.type, clusterforge.plan.render);
     ``auth_failure_limit`` adds the per-address rate limit of failed logins.
     """
     problems = _user_problems(users)
@@ -421,7 +421,7 @@ def _user_problems(users: Sequence[InternalUser]) -> list[str]:
         if not _BCRYPT_HASH.fullmatch(user.password_hash):
             problems.append(
                 f"internal user {user.name!r} has no valid bcrypt hash; compute it with "
-                "clusterforge.hashing.reuse_or_hash or scripts/hash-password"
+                "clusterforge.pki.hashing.reuse_or_hash or scripts/hash-password"
             )
         elif user.password_hash in DEMO_PASSWORD_HASHES:
             problems.append(
@@ -435,7 +435,7 @@ def _user_problems(users: Sequence[InternalUser]) -> list[str]:
             if not role or role != role.strip()
         ]
     problems += [
-        f"predefined user {name!r} is missing; add it (see clusterforge.security_config."
+        f"predefined user {name!r} is missing; add it (see clusterforge.pki.security_config."
         "predefined_users)"
         for name in _PREDEFINED_BY_NAME
         if name not in seen

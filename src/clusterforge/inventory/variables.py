@@ -1,0 +1,154 @@
+"""The one door from inventory variables to the model.
+
+Which host variables the model reads (``opensearch_*``, ``dashboards_*``, ``ansible_host``)
+and which the services' plan reads (``<service>_*``), taken from a host and templated, and
+the cluster model built from them. Every caller goes through here: the plan, certificate
+and service-settings actions (:class:`TaskHosts`: the variables a task sees, templated by
+the action's templar), and ``scripts/render`` and ``scripts/status``
+(:func:`read_inventory`: an inventory read from disk, :class:`InventoryReader`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from clusterforge.inventory.reader import InventoryReader
+from clusterforge.plan.model import Cluster, build_cluster, plain_data
+from clusterforge.plan.services_plan import SERVICES
+from clusterforge.schema import load_schema
+
+CLUSTER_GROUP = "opensearch"
+CONSOLE_GROUP = "dashboards"
+# The prefixes of the variables the model reads (and checks names of): schema.yml's.
+_MODEL_PREFIXES = load_schema().checked_prefixes
+_MODEL_KEYS = ("ansible_host",)
+_SERVICE_PREFIXES = tuple(f"{service}_" for service in SERVICES)
+
+HostVars = list[tuple[str, dict[str, Any]]]
+
+
+def is_model_variable(name: str) -> bool:
+    """A variable the model reads (the cluster's and the console's, and ``ansible_host``)."""
+    return name.startswith(_MODEL_PREFIXES) or name in _MODEL_KEYS
+
+
+def is_service_variable(name: str) -> bool:
+    """A variable the services' plan reads (``user_directory_*``, ``order_service_*``)."""
+    return name.startswith(_SERVICE_PREFIXES)
+
+
+class HostSource(Protocol):
+    """Where host variables come from: an inventory on disk, or a task's variables."""
+
+    def hosts(self, group: str) -> list[str]: ...
+
+    def variables(self, host: str, wanted: Callable[[str], bool]) -> dict[str, Any]:
+        """``host``'s variables whose names are ``wanted``, templated."""
+        ...
+
+
+class TaskHosts:
+    """The inventory as an action plugin sees it: the task's ``groups`` and ``hostvars``,
+    each value templated by the action's templar only once it is wanted."""
+
+    def __init__(self, task_vars: Mapping[str, Any], template: Callable[[Any], Any]) -> None:
+        self._task_vars = task_vars
+        self._groups: Mapping[str, Sequence[str]] = task_vars.get("groups", {})
+        self._hostvars: Mapping[str, Mapping[str, Any]] = task_vars.get("hostvars", {})
+        self._template = template
+
+    def hosts(self, group: str) -> list[str]:
+        return list(self._groups.get(group, []))
+
+    def variables(self, host: str, wanted: Callable[[str], bool]) -> dict[str, Any]:
+        host_vars = self._hostvars[host]
+        return {key: self._template(host_vars[key]) for key in host_vars if wanted(key)}
+
+    def directory(self, groups: Sequence[str], default: Path | None = None) -> Path:
+        """The inventory's directory, from the first host of ``groups`` that has one."""
+        first = next((host for group in groups for host in self.hosts(group)), None)
+        found = self._hostvars[first].get("inventory_dir") if first else None
+        return Path(found) if found else (default or Path.cwd())
+
+
+def model_vars(source: HostSource, group: str = CLUSTER_GROUP) -> HostVars:
+    """(inventory name, the variables the model reads, templated) for every host of
+    ``group``: the only place they are chosen."""
+    return [(host, source.variables(host, is_model_variable)) for host in source.hosts(group)]
+
+
+def service_vars(source: HostSource, service: str) -> HostVars:
+    """(inventory name, the services' variables, templated) for every host of the group
+    ``service``."""
+    return [
+        (host, plain_data(source.variables(host, is_service_variable)))
+        for host in source.hosts(service)
+    ]
+
+
+def services_vars(source: HostSource) -> dict[str, HostVars]:
+    """:func:`service_vars` of every service's group."""
+    return {service: service_vars(source, service) for service in SERVICES}
+
+
+def build_model(source: HostSource, group: str = CLUSTER_GROUP) -> tuple[Cluster, HostVars]:
+    """The cluster model of ``group``'s hosts, with the variables it was built from."""
+    nodes = model_vars(source, group)
+    return build_cluster(nodes), nodes
+
+
+@dataclass(frozen=True, kw_only=True)
+class InventoryVars:
+    """What the plan reads from an inventory: its directory, the model's variables of the
+    nodes and the consoles, and the services' variables."""
+
+    directory: Path
+    nodes: HostVars
+    consoles: HostVars
+    services: dict[str, HostVars]
+    # Each service host's ansible_host, where it has one (scripts/status reaches it there).
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    def cluster(self) -> Cluster:
+        return build_cluster(self.nodes)
+
+
+def read_inventory(
+    inventory: Path,
+    *,
+    vault_password_file: Path | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
+    group: str = CLUSTER_GROUP,
+    console_group: str = CONSOLE_GROUP,
+) -> InventoryVars:
+    """Everything the plan reads from the inventory at ``inventory``, as a playbook run
+    reads it (vault included, ``extra_vars`` on top)."""
+    reader = InventoryReader(
+        inventory, vault_password_file=vault_password_file, extra_vars=extra_vars
+    )
+    nodes = model_vars(reader, group)
+    consoles = model_vars(reader, console_group)
+    services = services_vars(reader)
+    addresses = {
+        host: str(address)
+        for hosts in services.values()
+        for host, _ in hosts
+        if (address := reader.variables(host, _MODEL_KEYS.__contains__).get("ansible_host"))
+    }
+    return InventoryVars(
+        directory=reader.directory,
+        nodes=nodes,
+        consoles=consoles,
+        services=services,
+        addresses=addresses,
+    )
+
+
+def load_inventory_nodes(
+    inventory: Path, group: str = CLUSTER_GROUP, *, vault_password_file: Path | None = None
+) -> HostVars:
+    """(inventory name, model variables) for every host of ``group``, as Ansible sees them."""
+    return model_vars(InventoryReader(inventory, vault_password_file=vault_password_file), group)

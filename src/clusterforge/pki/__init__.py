@@ -1,0 +1,1 @@
+"""Keys, certificates, password hashes, generated secrets and the security plugin's files."""

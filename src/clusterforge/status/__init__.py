@@ -1,0 +1,1 @@
+"""``scripts/status``: what a running cluster looks like, and what needs attention."""

@@ -1,0 +1,1 @@
+"""Test tooling: the load checker that runs under the disruptive drills."""
