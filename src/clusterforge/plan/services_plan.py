@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
 from clusterforge.schema import Service, load_schema
@@ -132,21 +133,6 @@ _USERDIR_SECRET_FIELDS = frozenset({"database_url", "auth_tokens"})
 _DATABASE_URL_PREFIXES = ("sqlite:///", "postgresql+psycopg://")
 
 
-def _is_loopback_bind(host: str) -> bool:
-    """Whether binding ``host`` keeps the port on this machine (127.0.0.0/8, ::1, localhost).
-
-    A wildcard (0.0.0.0, ::, empty) or any other address or name reaches the network.
-    """
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _check_token_exposure(
     problems: list[str],
     variables: Mapping[str, Any],
@@ -162,7 +148,7 @@ def _check_token_exposure(
     that is acceptable on a loopback bind only.
     """
     bind = str(variables.get(f"{role}_host") or "")
-    if tokens or _is_loopback_bind(bind):
+    if tokens or is_loopback_host(bind):
         return
     problems.append(
         f"{role}_auth_tokens is empty (host {host}) while {role}_host is "

@@ -7,13 +7,13 @@ the command line, and it is kept out of the target's repr.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError
 from clusterforge.inventory.reader import InventoryReadError
 from clusterforge.inventory.variables import read_inventory
@@ -203,23 +203,14 @@ def _inventory_services(
             if port is None:
                 unchecked[key] = f"{group}_port is not set for {host}"
                 continue
-            if _is_loopback(bind) and not _is_loopback(reach):
+            if is_loopback_host(bind) and not is_loopback_host(reach):
                 unchecked[key] = (
                     f"{group}_host is {bind} on {host}: only that host can reach it "
                     "(the role's own health check covers it)"
                 )
                 continue
-            address = reach if bind in _WILDCARD_BINDS or _is_loopback(bind) else bind
+            address = reach if bind in _WILDCARD_BINDS or is_loopback_host(bind) else bind
             if ":" in address:
                 address = f"[{address}]"
             services[key] = service_health_url(name, f"http://{address}:{port}")
     return services, unchecked
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
