@@ -203,22 +203,24 @@ class FullResponse:
 
     @property
     def trace_id(self) -> str | None:
-        value: str | None = self.headers.get("X-Trace-Id")
-        return value
+        return self._header("X-Trace-Id")
 
     @property
     def request_id(self) -> str | None:
-        value: str | None = self.headers.get("X-Request-Id")
-        return value
+        return self._header("X-Request-Id")
 
     @property
     def location(self) -> str | None:
-        value: str | None = self.headers.get("Location")
-        return value
+        return self._header("Location")
 
     @property
     def content_disposition(self) -> str | None:
-        value: str | None = self.headers.get("Content-Disposition")
+        return self._header("Content-Disposition")
+
+    def _header(self, name: str) -> str | None:
+        # httpx types Headers.get as returning Any; the annotation gives strict mypy the
+        # str | None it really returns, here once rather than in every property.
+        value: str | None = self.headers.get(name)
         return value
 
     def json(self) -> Any:
