@@ -72,14 +72,26 @@ class ExactDecimal(TypeDecorator[Decimal]):
 
 metadata = MetaData()
 
+
+def _order_fields() -> list[Column[Any]]:
+    """An order's fields after its id, as the orders table stores them.
+
+    The audit log records each order with the same fields, stored the same way (an exact
+    amount above all); a column belongs to one table, so each table gets its own copies.
+    """
+    return [
+        Column("user_id", Text, nullable=False),
+        Column("product_name", Text, nullable=False),
+        Column("amount", ExactDecimal(), nullable=False),
+        Column("create_time", DateTime, nullable=False),
+    ]
+
+
 orders_table = Table(
     "orders",
     metadata,
     Column("order_id", String(36), primary_key=True),
-    Column("user_id", Text, nullable=False),
-    Column("product_name", Text, nullable=False),
-    Column("amount", ExactDecimal(), nullable=False),
-    Column("create_time", DateTime, nullable=False),
+    *_order_fields(),
 )
 
 order_audit_log_table = Table(
@@ -87,10 +99,7 @@ order_audit_log_table = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("order_id", String(36), nullable=False, index=True),
-    Column("user_id", Text, nullable=False),
-    Column("product_name", Text, nullable=False),
-    Column("amount", ExactDecimal(), nullable=False),
-    Column("create_time", DateTime, nullable=False),
+    *_order_fields(),
     Column("recorded_at", DateTime, nullable=False),
 )
 
