@@ -213,27 +213,22 @@ class StandInTarget:
             return {key: value + self._wall_offset for key, value in self.cluster.arrivals.items()}
 
 
+@dataclass(kw_only=True)
 class ClusterTarget:
     """Delivery to a real OpenSearch cluster; the delay is POST to searchable, by probes."""
 
-    def __init__(
-        self,
-        *,
-        urls: list[str],
-        ca_file: Path,
-        username: str | None,
-        password: str | None,
-        index: str,
-        probe_interval: float,
-    ) -> None:
-        self.urls = urls
-        self.ca_file = ca_file
-        self.username = username
-        self.password = password
-        self.index = index
-        self.probe_interval = probe_interval
-        self.label = (
-            f"the cluster given by --lab-json/--search-url: {', '.join(urls)} index {index}"
+    urls: list[str]
+    ca_file: Path
+    username: str | None
+    password: str | None = field(repr=False)  # kept out of any printed target
+    index: str
+    probe_interval: float
+
+    @property
+    def label(self) -> str:
+        return (
+            f"the cluster given by --lab-json/--search-url: {', '.join(self.urls)} "
+            f"index {self.index}"
         )
 
     def environment(self) -> dict[str, str]:
