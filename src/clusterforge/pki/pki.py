@@ -874,34 +874,28 @@ def _ensure_leaf_certificate(
     if force and not reasons:
         # playbooks/rotate-certs.yml: a new key and serial now, whatever the expiry.
         reasons = ["renewal forced (rotate-certs)"]
-    if not reasons:
-        existing = load_certificate(cert_path)
-        return IssuedCertificate(
-            changed=False,
-            cert_path=cert_path,
-            key_path=key_path,
-            subject_dn=existing.subject.rfc4514_string(),
-            not_valid_after=existing.not_valid_after_utc,
+    if reasons:
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
+        certificate = _sign_leaf(
+            ca,
+            key=key,
+            subject=subject.to_name(),
+            alt_names=alt_names,
+            usages=usages,
+            validity_days=validity_days,
         )
-    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
-    certificate = _sign_leaf(
-        ca,
-        key=key,
-        subject=subject.to_name(),
-        alt_names=alt_names,
-        usages=usages,
-        validity_days=validity_days,
-    )
-    _write_key_and_certificate(
-        key=key,
-        key_encryption=serialization.NoEncryption(),
-        key_path=key_path,
-        cert_path=cert_path,
-        certificate=certificate,
-    )
+        _write_key_and_certificate(
+            key=key,
+            key_encryption=serialization.NoEncryption(),
+            key_path=key_path,
+            cert_path=cert_path,
+            certificate=certificate,
+        )
+    else:
+        certificate = load_certificate(cert_path)
     return IssuedCertificate(
-        changed=True,
+        changed=bool(reasons),
         cert_path=cert_path,
         key_path=key_path,
         subject_dn=certificate.subject.rfc4514_string(),
