@@ -12,11 +12,9 @@ description:
   - The CA key never leaves the control node. Use it with C(run_once) and C(delegate_to=localhost).
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.group
 options:
-  group:
-    description: The inventory group of the OpenSearch nodes.
-    type: str
-    default: opensearch
   renew:
     description:
       - Issue every node and admin certificate again now, under the issuing CA,

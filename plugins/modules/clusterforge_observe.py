@@ -16,11 +16,9 @@ description:
   - The API calls use the CA and the admin user from the plan (C(__clusterforge_plan)).
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.service
 options:
-  service:
-    description: The systemd unit of the engine.
-    type: str
-    required: true
   markers:
     description:
       - The marker files on the node, the paths of C(formed) and C(security_mode)

@@ -22,11 +22,9 @@ description:
     C(playbooks/plan.yml) does, and every playbook imports that.
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.group
 options:
-  group:
-    description: The inventory group of the OpenSearch nodes.
-    type: str
-    default: opensearch
   console_group:
     description: The inventory group of the console hosts; a group with no hosts plans no console.
     type: str

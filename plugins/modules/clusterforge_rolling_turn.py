@@ -20,11 +20,9 @@ description:
   - Not for check mode; the calling play skips it there.
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.service
 options:
-  service:
-    description: The systemd unit of the engine.
-    type: str
-    required: true
   timeout:
     description: Seconds each wait may take.
     type: float
