@@ -44,6 +44,7 @@ import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -1072,16 +1073,20 @@ def _issued_by(certificate: x509.Certificate, ca_certificate: x509.Certificate) 
 
 
 def _certificate_alt_names(certificate: x509.Certificate) -> frozenset[x509.GeneralName]:
-    try:
-        extension = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-    except x509.ExtensionNotFound:
-        return frozenset()
-    return frozenset(extension.value)
+    return _list_extension(certificate, x509.SubjectAlternativeName)
 
 
 def _extended_key_usages(certificate: x509.Certificate) -> frozenset[x509.ObjectIdentifier]:
+    return _list_extension(certificate, x509.ExtendedKeyUsage)
+
+
+def _list_extension(
+    certificate: x509.Certificate,
+    kind: type[x509.SubjectAlternativeName] | type[x509.ExtendedKeyUsage],
+) -> frozenset[Any]:
+    """The entries of an extension that is a list; none when the certificate lacks it."""
     try:
-        extension = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+        extension = certificate.extensions.get_extension_for_class(kind)
     except x509.ExtensionNotFound:
         return frozenset()
     return frozenset(extension.value)
