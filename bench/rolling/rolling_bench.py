@@ -22,6 +22,7 @@ average (zone_compare.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -35,20 +36,16 @@ from typing import Any
 
 import httpx
 from benchlib import add_quiet_option, load_average, wait_until_quiet, write_section
+from rolls import REPO, restarted, run_playbook, say, under_load
 from zone_compare import HEADING as ZONE_HEADING
-from zone_compare import MIN_ROUNDS, check_lab, clean, compare
+from zone_compare import MIN_ROUNDS, check_lab, clean, compare, roll_once
 from zone_compare import record as record_zones
 
 from clusterforge.lab.cluster import CONTAINER_PREFIX
-from clusterforge.testing.loadcheck import ClusterLoad, LoadReport, LoadTarget
+from clusterforge.testing.loadcheck import LoadReport, LoadTarget
 
-REPO = Path(__file__).resolve().parents[2]
 HEADING = "## rolling (bench/rolling)"
 NODE_TIMEOUT_S = 300.0
-
-
-def say(message: str) -> None:
-    print(f"bench/rolling: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -132,36 +129,16 @@ def wait_for(what: str, probe: Callable[[], bool], timeout_s: float = NODE_TIMEO
         time.sleep(0.5)
 
 
-def under_load(
-    target: LoadTarget, index: str, disrupt: Callable[[], str]
-) -> tuple[float, LoadReport, str]:
-    with ClusterLoad(
-        target, index=index, max_requests=10_000_000, max_seconds=3600, interval_s=0.05
-    ) as load:
-        started = time.monotonic()
-        note = disrupt()
-        seconds = time.monotonic() - started
-    return seconds, load.report, note
-
-
 def rolling_part(target: LoadTarget, cluster: Cluster, playbook: Path, nodes: int) -> Part:
     before = cluster.jvm_start_times()
     log = Path(tempfile.gettempdir()) / "clusterforge-bench-rolling-playbook.log"
 
     def disrupt() -> str:
         say(f"running {playbook.relative_to(REPO)} (output in {log})")
-        with log.open("w") as stream:
-            result = subprocess.run(
-                [str(REPO / ".venv/bin/ansible-playbook"), "-i", "inventories/lab", str(playbook)],
-                cwd=REPO,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
-                check=False,
-            )
-        if result.returncode != 0:
-            say(f"the playbook failed ({result.returncode}); its output is in {log}")
-            return f"playbook exit {result.returncode}"
+        exit_status = run_playbook(playbook, log)
+        if exit_status != 0:
+            say(f"the playbook failed ({exit_status}); its output is in {log}")
+            return f"playbook exit {exit_status}"
         return ""
 
     seconds, report, note = under_load(target, "bench-rolling-playbook", disrupt)
@@ -172,9 +149,8 @@ def rolling_part(target: LoadTarget, cluster: Cluster, playbook: Path, nodes: in
         cluster.reset_allocation()
         note = "; ".join(filter(None, [note, f"left {left}, reset by the benchmark"]))
     wait_for("green after the playbook", lambda: cluster.green(nodes))
-    after = cluster.jvm_start_times()
-    restarted = sum(1 for name, started in before.items() if after.get(name) != started)
-    return Part("rolling-restart.yml", seconds, report, restarted, note)
+    restarted_nodes = restarted(before, cluster.jvm_start_times())
+    return Part("rolling-restart.yml", seconds, report, restarted_nodes, note)
 
 
 def floor_part(target: LoadTarget, cluster: Cluster, nodes: int) -> Part:
@@ -207,13 +183,11 @@ def floor_part(target: LoadTarget, cluster: Cluster, nodes: int) -> Part:
         return ""
 
     seconds, report, note = under_load(target, "bench-rolling-floor", disrupt)
-    after = cluster.jvm_start_times()
-    restarted = sum(1 for name, started in before.items() if after.get(name) != started)
     return Part(
         "floor: 3 x systemctl restart, wait for rejoin + green",
         seconds,
         report,
-        restarted,
+        restarted(before, cluster.jvm_start_times()),
         note,
         per_node,
     )
@@ -368,15 +342,15 @@ def zone_main(
 
     rolls = []
     try:
-        rolls = compare(
+        roll_in_lab = functools.partial(
+            roll_once,
             target,
-            nodes=nodes,
-            rounds=args.rounds,
             playbook=args.playbook.resolve(),
             jvm_start_times=cluster.jvm_start_times,
             settle=settle,
             quiet_load=args.quiet_load,
         )
+        rolls = compare(roll_in_lab, nodes=nodes, rounds=args.rounds)
     finally:
         wait_for("the lab to be green at the end", lambda: cluster.green(nodes))
         for roll in rolls:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import one_minute_load, wait_until_quiet
+from rolls import restarted, run_playbook, say, under_load
 
-from clusterforge.testing.loadcheck import ClusterLoad, LoadReport, LoadTarget
+from clusterforge.testing.loadcheck import LoadReport, LoadTarget
 
-REPO = Path(__file__).resolve().parents[2]
 HEADING = "## rolling by zone (bench/rolling --zones)"
 MODES = ("node", "zone")
 # The serial plays of playbooks/rolling.yml: each serial step prints its play's header.
@@ -46,10 +44,6 @@ BATCH_PLAYS = {
     "zone": "Restart nodes batch by batch (opensearch_rolling_batch zone)",
 }
 MIN_ROUNDS = 3
-
-
-def say(message: str) -> None:
-    print(f"bench/rolling: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -164,39 +158,21 @@ def roll_once(
     load_start = wait_until_quiet(quiet_load, what=f"the {mode} roll of round {round_index}")
     before = jvm_start_times()
     log = Path(tempfile.gettempdir()) / f"clusterforge-bench-rolling-{mode}-{round_index}.log"
-    index = f"bench-rolling-{mode}-{round_index}"
     say(f"round {round_index}: the {mode} roll (output in {log})")
-    with ClusterLoad(
-        target, index=index, max_requests=10_000_000, max_seconds=3600, interval_s=0.05
-    ) as load:
-        started = time.monotonic()
-        result = subprocess.run(
-            [
-                str(REPO / ".venv/bin/ansible-playbook"),
-                "-i",
-                "inventories/lab",
-                str(playbook),
-                "-e",
-                f"opensearch_rolling_batch={mode}",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
-            check=False,
-        )
-        seconds = time.monotonic() - started
-    log.write_text(result.stdout + result.stderr)
-    notes = [f"playbook exit {result.returncode}"] if result.returncode else []
+    seconds, report, exit_status = under_load(
+        target,
+        f"bench-rolling-{mode}-{round_index}",
+        lambda: run_playbook(playbook, log, "-e", f"opensearch_rolling_batch={mode}"),
+    )
+    notes = [f"playbook exit {exit_status}"] if exit_status else []
     notes.append(settle())
-    after = jvm_start_times()
     return Roll(
         mode=mode,
         round=round_index,
         seconds=seconds,
-        batches=count_batches(result.stdout, mode),
-        restarted=sum(1 for name, start in before.items() if after.get(name) != start),
-        report=load.report,
+        batches=count_batches(log.read_text(), mode),
+        restarted=restarted(before, jvm_start_times()),
+        report=report,
         load_start=load_start,
         load_end=one_minute_load(),
         note="; ".join(filter(None, notes)),
@@ -207,31 +183,15 @@ def clean(roll: Roll, nodes: int) -> bool:
     return roll.report.ok and not roll.note and roll.restarted == nodes
 
 
-def compare(
-    target: LoadTarget,
-    *,
-    nodes: int,
-    rounds: int,
-    playbook: Path,
-    jvm_start_times: Callable[[], dict[str, int]],
-    settle: Callable[[], str],
-    quiet_load: float,
-) -> list[Roll]:
-    """``rounds`` alternating rounds of both rolls; stops at the first roll that failed a
+def compare(roll_in: Callable[[str, int], Roll], *, nodes: int, rounds: int) -> list[Roll]:
+    """``rounds`` alternating rounds of both rolls, each ``roll_in(mode, round)``
+    (:func:`roll_once` with the lab's particulars); stops at the first roll that failed a
     request, lost a write, saw red or left a node unrestarted (a broken roll is not timed
     again)."""
     rolls = []
     for round_index in range(1, max(rounds, MIN_ROUNDS) + 1):
         for mode in order_of_round(round_index - 1):
-            roll = roll_once(
-                target,
-                mode,
-                round_index,
-                playbook=playbook,
-                jvm_start_times=jvm_start_times,
-                settle=settle,
-                quiet_load=quiet_load,
-            )
+            roll = roll_in(mode, round_index)
             rolls.append(roll)
             say(
                 f"round {round_index}, {mode}: {roll.seconds:.1f} s, {roll.batches} batches, "

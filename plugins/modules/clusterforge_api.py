@@ -1,10 +1,4 @@
-"""ansible-doc's page of the action plugin clusterforge_api; no code runs here.
-
-ansible-doc documents an action plugin through the module of the same name, as
-ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
-a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task runs the action plugin (plugins/action/clusterforge_api.py), never this file.
-"""
+"""ansible-doc's page of the action plugin clusterforge_api (docs/architecture.md)."""
 
 from __future__ import annotations
 

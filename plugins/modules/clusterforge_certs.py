@@ -1,10 +1,4 @@
-"""ansible-doc's page of the action plugin clusterforge_certs; no code runs here.
-
-ansible-doc documents an action plugin through the module of the same name, as
-ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
-a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task runs the action plugin (plugins/action/clusterforge_certs.py), never this file.
-"""
+"""ansible-doc's page of the action plugin clusterforge_certs (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -18,11 +12,9 @@ description:
   - The CA key never leaves the control node. Use it with C(run_once) and C(delegate_to=localhost).
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.group
 options:
-  group:
-    description: The inventory group of the OpenSearch nodes.
-    type: str
-    default: opensearch
   renew:
     description:
       - Issue every node and admin certificate again now, under the issuing CA,

@@ -1,9 +1,4 @@
-"""ansible-doc's page of the action plugin clusterforge_cluster_config; no code runs here.
-
-ansible-doc documents an action plugin through the module of the same name, as
-ansible-core does for its own. A task runs the action plugin
-(plugins/action/clusterforge_cluster_config.py), never this file.
-"""
+"""ansible-doc's page of the action plugin clusterforge_cluster_config (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""ansible-doc's page of the action plugin clusterforge_observe; no code runs here.
-
-ansible-doc documents an action plugin through the module of the same name, as
-ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
-a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task runs the action plugin (plugins/action/clusterforge_observe.py), never this file.
-"""
+"""ansible-doc's page of the action plugin clusterforge_observe (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -22,11 +16,9 @@ description:
   - The API calls use the CA and the admin user from the plan (C(__clusterforge_plan)).
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.service
 options:
-  service:
-    description: The systemd unit of the engine.
-    type: str
-    required: true
   markers:
     description:
       - The marker files on the node, the paths of C(formed) and C(security_mode)

@@ -1,10 +1,4 @@
-"""ansible-doc's page of the action plugin clusterforge_plan; no code runs here.
-
-ansible-doc documents an action plugin through the module of the same name, as
-ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
-a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task runs the action plugin (plugins/action/clusterforge_plan.py), never this file.
-"""
+"""ansible-doc's page of the action plugin clusterforge_plan (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -28,11 +22,9 @@ description:
     C(playbooks/plan.yml) does, and every playbook imports that.
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.group
 options:
-  group:
-    description: The inventory group of the OpenSearch nodes.
-    type: str
-    default: opensearch
   console_group:
     description: The inventory group of the console hosts; a group with no hosts plans no console.
     type: str

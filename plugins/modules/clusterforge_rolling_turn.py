@@ -1,10 +1,4 @@
-"""ansible-doc's page of the action plugin clusterforge_rolling_turn; no code runs here.
-
-ansible-doc documents an action plugin through the module of the same name, as
-ansible-core does for its own (ansible.builtin.debug is lib/ansible/modules/debug.py):
-a sidecar YAML file is read only beside a plugin file that cannot hold DOCUMENTATION.
-A task runs the action plugin (plugins/action/clusterforge_rolling_turn.py), never this file.
-"""
+"""ansible-doc's page of the action plugin clusterforge_rolling_turn (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -26,11 +20,9 @@ description:
   - Not for check mode; the calling play skips it there.
 version_added: 1.0.0
 author: clusterforge developers
+extends_documentation_fragment:
+  - clusterforge.stack.opensearch_nodes.service
 options:
-  service:
-    description: The systemd unit of the engine.
-    type: str
-    required: true
   timeout:
     description: Seconds each wait may take.
     type: float

@@ -44,6 +44,7 @@ import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -301,11 +302,15 @@ def write_file_atomically(path: Path, data: bytes, *, mode: int) -> None:
 
 def _write_key_and_certificate(
     *,
+    key: rsa.RSAPrivateKey,
+    key_encryption: serialization.KeySerializationEncryption,
     key_path: Path,
-    key_pem: bytes,
     cert_path: Path,
     certificate: x509.Certificate,
 ) -> None:
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, key_encryption
+    )
     # The key goes first: if the run stops in between, the next run sees a key that does not
     # match the certificate and issues both again.
     write_file_atomically(key_path, key_pem, mode=0o600)
@@ -374,27 +379,13 @@ def _create_ca(
     now = _utcnow()
     name = subject.to_name()
     certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + dt.timedelta(days=validity_days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
+        _certificate_builder(
+            subject=name,
+            issuer=name,
+            key=key,
+            now=now,
+            not_after=now + dt.timedelta(days=validity_days),
+            ca=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
@@ -402,15 +393,14 @@ def _create_ca(
         )
         .sign(key, hashes.SHA256())
     )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(passphrase),
-    )
     cert_path = directory / cert_name
     key_path = directory / key_name
     _write_key_and_certificate(
-        key_path=key_path, key_pem=key_pem, cert_path=cert_path, certificate=certificate
+        key=key,
+        key_encryption=serialization.BestAvailableEncryption(passphrase),
+        key_path=key_path,
+        cert_path=cert_path,
+        certificate=certificate,
     )
     return CertificateAuthority(
         certificate=certificate,
@@ -885,35 +875,28 @@ def _ensure_leaf_certificate(
     if force and not reasons:
         # playbooks/rotate-certs.yml: a new key and serial now, whatever the expiry.
         reasons = ["renewal forced (rotate-certs)"]
-    if not reasons:
-        existing = load_certificate(cert_path)
-        return IssuedCertificate(
-            changed=False,
-            cert_path=cert_path,
-            key_path=key_path,
-            subject_dn=existing.subject.rfc4514_string(),
-            not_valid_after=existing.not_valid_after_utc,
+    if reasons:
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
+        certificate = _sign_leaf(
+            ca,
+            key=key,
+            subject=subject.to_name(),
+            alt_names=alt_names,
+            usages=usages,
+            validity_days=validity_days,
         )
-    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
-    certificate = _sign_leaf(
-        ca,
-        key=key,
-        subject=subject.to_name(),
-        alt_names=alt_names,
-        usages=usages,
-        validity_days=validity_days,
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    _write_key_and_certificate(
-        key_path=key_path, key_pem=key_pem, cert_path=cert_path, certificate=certificate
-    )
+        _write_key_and_certificate(
+            key=key,
+            key_encryption=serialization.NoEncryption(),
+            key_path=key_path,
+            cert_path=cert_path,
+            certificate=certificate,
+        )
+    else:
+        certificate = load_certificate(cert_path)
     return IssuedCertificate(
-        changed=True,
+        changed=bool(reasons),
         cert_path=cert_path,
         key_path=key_path,
         subject_dn=certificate.subject.rfc4514_string(),
@@ -987,27 +970,13 @@ def _sign_leaf(
     now = _utcnow()
     not_after = min(now + dt.timedelta(days=validity_days), ca.certificate.not_valid_after_utc)
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca.certificate.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
+        _certificate_builder(
+            subject=subject,
+            issuer=ca.certificate.subject,
+            key=key,
+            now=now,
+            not_after=not_after,
+            ca=False,
         )
         .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -1018,6 +987,44 @@ def _sign_leaf(
             x509.SubjectAlternativeName(sorted(alt_names, key=_alt_name_order)), critical=False
         )
     return builder.sign(ca.private_key, _signature_hash(ca.private_key))
+
+
+def _certificate_builder(
+    *,
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: rsa.RSAPrivateKey,
+    now: dt.datetime,
+    not_after: dt.datetime,
+    ca: bool,
+) -> x509.CertificateBuilder:
+    """What a CA's and a leaf's certificate share: a random serial, the backdated start,
+    and the basic constraints and key usage of a CA (signs certificates, no CA below it)
+    or of a leaf (a TLS peer: signs handshakes, enciphers keys)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=not ca,
+                content_commitment=False,
+                key_encipherment=not ca,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
 
 
 def _authority_key_identifier(ca_certificate: x509.Certificate) -> x509.AuthorityKeyIdentifier:
@@ -1066,16 +1073,20 @@ def _issued_by(certificate: x509.Certificate, ca_certificate: x509.Certificate) 
 
 
 def _certificate_alt_names(certificate: x509.Certificate) -> frozenset[x509.GeneralName]:
-    try:
-        extension = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-    except x509.ExtensionNotFound:
-        return frozenset()
-    return frozenset(extension.value)
+    return _list_extension(certificate, x509.SubjectAlternativeName)
 
 
 def _extended_key_usages(certificate: x509.Certificate) -> frozenset[x509.ObjectIdentifier]:
+    return _list_extension(certificate, x509.ExtendedKeyUsage)
+
+
+def _list_extension(
+    certificate: x509.Certificate,
+    kind: type[x509.SubjectAlternativeName] | type[x509.ExtendedKeyUsage],
+) -> frozenset[Any]:
+    """The entries of an extension that is a list; none when the certificate lacks it."""
     try:
-        extension = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+        extension = certificate.extensions.get_extension_for_class(kind)
     except x509.ExtensionNotFound:
         return frozenset()
     return frozenset(extension.value)

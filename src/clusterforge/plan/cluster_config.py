@@ -49,35 +49,31 @@ class Kind:
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-ACTION_GROUPS = Kind(
+def _security_kind(
+    name: str, variable: str, endpoint: str, defaults: Mapping[str, Any] | None = None
+) -> Kind:
+    """A kind the security plugin serves, at ``/_plugins/_security/api/<endpoint>``."""
+    path = f"/_plugins/_security/api/{endpoint}"
+    return Kind(name, variable, path, path + "/{name}", security=True, defaults=defaults or {})
+
+
+ACTION_GROUPS = _security_kind(
     "action group",
     "opensearch_security_action_groups",
-    "/_plugins/_security/api/actiongroups",
-    "/_plugins/_security/api/actiongroups/{name}",
-    security=True,
+    "actiongroups",
     defaults={"allowed_actions": []},
 )
-TENANTS = Kind(
-    "tenant",
-    "opensearch_security_tenants",
-    "/_plugins/_security/api/tenants",
-    "/_plugins/_security/api/tenants/{name}",
-    security=True,
-)
-ROLES = Kind(
+TENANTS = _security_kind("tenant", "opensearch_security_tenants", "tenants")
+ROLES = _security_kind(
     "role",
     "opensearch_security_roles",
-    "/_plugins/_security/api/roles",
-    "/_plugins/_security/api/roles/{name}",
-    security=True,
+    "roles",
     defaults={"cluster_permissions": [], "index_permissions": [], "tenant_permissions": []},
 )
-ROLE_MAPPINGS = Kind(
+ROLE_MAPPINGS = _security_kind(
     "role mapping",
     "opensearch_security_role_mappings",
-    "/_plugins/_security/api/rolesmapping",
-    "/_plugins/_security/api/rolesmapping/{name}",
-    security=True,
+    "rolesmapping",
     defaults={"backend_roles": [], "hosts": [], "users": []},
 )
 COMPONENT_TEMPLATES = Kind(

@@ -267,6 +267,16 @@ class _Problems:
         self.warnings.append(message)
 
 
+def report_unknown_keys(
+    where: str, entry: Mapping[Any, Any], keys: Sequence[str], report: Callable[[str], None]
+) -> None:
+    """Report the keys of ``entry`` that are not in ``keys`` (a typo, most often), naming
+    the keys there are."""
+    unknown = sorted(str(key) for key in entry if key not in keys)
+    if unknown:
+        report(f"{where} has unknown key(s) {', '.join(unknown)}; the keys are {', '.join(keys)}")
+
+
 def _cluster_value(
     nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
     key: str,
@@ -794,12 +804,7 @@ def _check_users(users: Any, problems: _Problems) -> None:
         if not isinstance(user, Mapping):
             problems.error(f"{where} must be a mapping {{name, password, backend_roles}}")
             continue
-        unknown = sorted(set(user) - set(USER_KEYS))
-        if unknown:
-            problems.error(
-                f"{where} has unknown key(s) {', '.join(unknown)}; "
-                f"the keys are {', '.join(USER_KEYS)}"
-            )
+        report_unknown_keys(where, user, USER_KEYS, problems.error)
         name = user.get("name")
         if not isinstance(name, str) or not _USER_NAME.match(name):
             problems.error(
@@ -876,12 +881,7 @@ _SHA512 = re.compile(r"^[0-9A-Fa-f]{128}$")
 
 
 def _check_plugin_fields(where: str, entry: Mapping[str, Any], problems: _Problems) -> None:
-    unknown = sorted(str(key) for key in entry if key not in PLUGIN_KEYS)
-    if unknown:
-        problems.error(
-            f"{where} has unknown key(s) {', '.join(unknown)}; the keys are "
-            f"{', '.join(PLUGIN_KEYS)}"
-        )
+    report_unknown_keys(where, entry, PLUGIN_KEYS, problems.error)
     checks = (
         ("version", _VERSION, "major.minor.patch, e.g. 2.19.4"),
         ("coordinates", _COORDINATES, "group:artifact, e.g. org.opensearch.plugin:analysis-icu"),

@@ -64,11 +64,15 @@ class PlannedServiceSettings:
 
     service: str
     host: str
-    file_name: str
     content: str = field(repr=False)
     public: dict[str, Any]
     public_content: str
     arguments: dict[str, Any]
+
+    @property
+    def file_name(self) -> str:
+        """As the service's definition (the schema) names it, whatever planned the content."""
+        return SERVICES[self.service].settings_file_name
 
     def as_dict(self, *, with_secrets: bool = False) -> dict[str, Any]:
         answer: dict[str, Any] = {
@@ -314,7 +318,6 @@ def _plan_user_directory(
     return PlannedServiceSettings(
         service="user_directory",
         host=host,
-        file_name=SERVICES["user_directory"].settings_file_name,
         content=content,
         public=public,
         public_content=public_content,
@@ -428,7 +431,6 @@ def _plan_order_service(
     return PlannedServiceSettings(
         service="order_service",
         host=host,
-        file_name=SERVICES["order_service"].settings_file_name,
         content=content,
         public=public,
         public_content=_orders_file(public),

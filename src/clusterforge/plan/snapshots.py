@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import Cluster
+from clusterforge.plan.model import Cluster, report_unknown_keys
 
 REPOSITORY_VARIABLE = "opensearch_snapshot_repository"
 POLICY_VARIABLE = "opensearch_snapshot_policy"
@@ -80,12 +80,7 @@ def _build_policy(
     raw: Mapping[str, Any], repository: str, problems: list[str]
 ) -> dict[str, Any] | None:
     where = POLICY_VARIABLE
-    unknown = sorted(set(raw) - _POLICY_KEYS)
-    if unknown:
-        problems.append(
-            f"{where} has unknown key(s) {', '.join(unknown)}; "
-            f"use only {', '.join(sorted(_POLICY_KEYS))}"
-        )
+    report_unknown_keys(where, raw, sorted(_POLICY_KEYS), problems.append)
     name = raw.get("name", "clusterforge")
     if not isinstance(name, str) or not _POLICY_NAME.fullmatch(name):
         problems.append(

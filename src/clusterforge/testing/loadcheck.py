@@ -250,21 +250,14 @@ class _RoundRobin:
                 # The request itself is wrong (or the document is gone): every node
                 # would answer the same, so another node is not asked.
                 errors.append(f"{url}: HTTP {status} {_short(response.text)}")
-                return _Outcome(
-                    ok=False,
-                    attempts=offset + 1,
-                    errors=errors,
-                    body=_json_or_none(response),
-                    status=status,
-                    causes=causes,
-                )
-            refusal = accept(response) if accept else None
-            if refusal:
-                errors.append(f"{url}: {refusal}")
-                causes.append("refused answer")
-                continue
+            else:
+                refusal = accept(response) if accept else None
+                if refusal:
+                    errors.append(f"{url}: {refusal}")
+                    causes.append("refused answer")
+                    continue
             return _Outcome(
-                ok=True,
+                ok=status < 400,
                 attempts=offset + 1,
                 errors=errors,
                 body=_json_or_none(response),
