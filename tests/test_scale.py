@@ -344,3 +344,20 @@ def test_a_preview_of_a_removal_waits_for_no_shard_move() -> None:
         conditions = task.get("when")
         conditions = conditions if isinstance(conditions, list) else [conditions]
         assert "not ansible_check_mode" in conditions, task["name"]
+
+
+def test_a_whole_zone_leaving_pauses_awareness_for_the_drain() -> None:
+    """Awareness counts a zone while any of its nodes is in the cluster, so the zones
+    that stay could not take a leaving zone's copies (the 9-node lab's zone-c drain never
+    ended): the drain settings pause awareness then, and only then."""
+    zones = {f"os_{i}": {"opensearch_zone": f"zone-{'abc'[(i - 1) % 3]}"} for i in range(1, 7)}
+    removal = plan_removal(build_cluster(open_nodes(6, absent=(3, 6), **zones)), observed(6))
+    assert removal["zones_leaving"] == ["zone-c"]
+    assert removal["drain_settings"] == {
+        "cluster.routing.allocation.exclude._name": "os-3,os-6",
+        "cluster.routing.allocation.awareness.attributes": "",
+    }
+    # One node of zone-c stays: the zone can still hold copies, awareness stays on.
+    removal = plan_removal(build_cluster(open_nodes(6, absent=(6,), **zones)), observed(6))
+    assert removal["zones_leaving"] == []
+    assert removal["drain_settings"] == {"cluster.routing.allocation.exclude._name": "os-6"}

@@ -1148,6 +1148,7 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         for node in cluster.nodes
         if (observed.get(node.inventory_name) or {}).get("active")
     ]
+    zones_leaving = sorted({str(node.zone) for node in removed if node.zone} - set(cluster.zones))
     return {
         "nodes": {
             node.inventory_name: {
@@ -1159,4 +1160,25 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         },
         "names": [node.name for node in removed],
         "via": running[0] if running else None,
+        "zones_leaving": zones_leaving,
+        "drain_settings": drain_settings([node.name for node in removed], zones_leaving),
     }
+
+
+# Allocation awareness counts a zone while any node of it is in the cluster, excluded or
+# not: with a whole zone leaving, the zones that stay may not take its copies (6 copies
+# over 3 zones allow 2 a zone, and the staying zones already hold 2 each), so the drain
+# would wait forever (seen removing zone-c of a 9-node lab). The drain pauses awareness
+# instead; cleanup.yml lifts the pause once the zone's nodes have left, and the engine
+# spreads the copies over the staying zones again.
+AWARENESS_PAUSE = {"cluster.routing.allocation.awareness.attributes": ""}
+
+
+def drain_settings(names: Sequence[str], zones_leaving: Sequence[str]) -> dict[str, str]:
+    """The persistent settings the drain sets (roles/opensearch_decommission): the nodes'
+    exclusion, and a pause of allocation awareness when whole zones leave. cleanup.yml
+    resets each of them once the nodes have left."""
+    settings = {"cluster.routing.allocation.exclude._name": ",".join(names)}
+    if zones_leaving:
+        settings.update(AWARENESS_PAUSE)
+    return settings
