@@ -1,7 +1,9 @@
 """Zone mode in the one rolling mechanism: which of the plan's batches restart
-(clusterforge.plan.plan.rolling_batches), and playbooks/rolling.yml cutting its hosts into
-exactly those batches, one serial step each (a preview on local hosts: no node runs,
-nothing restarts). Node mode keeps its one-node-at-a-time play."""
+(clusterforge.plan.plan.rolling_batches), the plan action deciding the restarts from the
+run's recorded changes (clusterforge_plan with changes:, clusterforge.plan.plan.
+with_restarts), and playbooks/rolling.yml cutting its hosts into exactly those batches, one
+serial step each (a preview on local hosts: no node runs, nothing restarts). Node mode
+keeps its one-node-at-a-time play."""
 
 from __future__ import annotations
 
@@ -10,13 +12,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
 
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import plan_rollout, rolling_batches
+from clusterforge.plan.plan import plan_rollout, restart_reasons, rolling_batches, with_restarts
+from collection_plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -120,21 +126,35 @@ def test_node_mode_has_no_batches_for_the_zone_play() -> None:
     assert rolling_batches(plan, []) == []
 
 
-def preview(tmp_path: Path, nodes: list[tuple[str, Any]], plan: dict[str, Any]) -> dict[str, Any]:
+def preview(
+    tmp_path: Path,
+    nodes: list[tuple[str, Any]],
+    plan: dict[str, Any],
+    changes: dict[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """playbooks/rolling.yml in check mode on local hosts, its plays as the json callback
-    reports them (a serial play once per batch)."""
+    reports them (a serial play once per batch). ``changes``: per host, the changes the
+    roles recorded this run (``__clusterforge_changes``); none by default."""
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     hosts = {name: dict(local) for name, _ in nodes}
+    for name, recorded in (changes or {}).items():
+        hosts[name]["__clusterforge_changes"] = recorded
     # opensearch_present: the group plan.yml makes of the nodes that stay, which the
-    # rolling plays start from; here every node stays.
+    # rolling plays start from; here every node stays. The plan is a host variable, as
+    # plan.yml's register leaves it (an extra variable would outrank rolling.yml's
+    # register of the restart decision).
     inventory.write_text(
         yaml.safe_dump(
-            {"opensearch": {"hosts": hosts}, "opensearch_present": {"hosts": dict.fromkeys(hosts)}}
+            {
+                "opensearch": {"hosts": hosts},
+                "opensearch_present": {
+                    "hosts": dict.fromkeys(hosts),
+                    "vars": {"__clusterforge_plan": plan},
+                },
+            }
         )
     )
-    extra = tmp_path / "plan.json"
-    extra.write_text(json.dumps({"__clusterforge_plan": plan}))
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
@@ -150,8 +170,6 @@ def preview(tmp_path: Path, nodes: list[tuple[str, Any]], plan: dict[str, Any]) 
             str(inventory),
             str(ROOT / "playbooks" / "rolling.yml"),
             "--check",
-            "-e",
-            f"@{extra}",
         ],
         cwd=ROOT,
         env=env,
@@ -213,6 +231,133 @@ def test_node_mode_keeps_its_one_node_play(tmp_path: Path) -> None:
     output = preview(tmp_path, nodes, plan)
     runs = said(output, "Restart nodes one at a time", "Say why this node restarts")
     assert [list(hosts) for hosts in runs] == [["os-1"], ["os-3"], ["os-2"]]
+    assert not said(
+        output,
+        "Restart nodes batch by batch (opensearch_rolling_batch zone)",
+        "Say which batch restarts and why",
+    )
+
+
+def test_the_plan_decides_the_restarts_from_the_recorded_changes() -> None:
+    plan = plan_for(nine_nodes(), elected="os-4")
+    changes = [
+        {"host": "os-3", "reason": "opensearch.yml"},
+        {"host": "os-3", "reason": "certificates"},
+        {"host": "os-7", "reason": "jvm.options"},
+        {"host": "os-8", "reason": "opensearch.yml", "restart": False},
+    ]
+    decided = with_restarts(plan, changes, [name for name, _ in nine_nodes()])
+    # Only the nodes with a reason, each with what restart_reasons says of it.
+    assert decided["rollout"]["restarts"] == {
+        "os-3": ["opensearch.yml", "certificates"],
+        "os-7": ["jvm.options"],
+    }
+    for name in plan["rollout"]["nodes"]:
+        assert decided["rollout"]["restarts"].get(name, []) == restart_reasons(plan, name, changes)
+    assert decided["rollout"]["restart_batches"] == rolling_batches(plan, changes)
+    # The rest of the rollout and of the plan is kept as decided; the input is not changed.
+    assert {key: decided["rollout"][key] for key in plan["rollout"]} == plan["rollout"]
+    assert decided["cluster"] == plan["cluster"]
+    assert "restarts" not in plan["rollout"]
+
+
+def test_an_idempotent_rerun_decides_no_restart() -> None:
+    plan = plan_for(nine_nodes(), elected="os-4")
+    decided = with_restarts(plan, [])
+    assert decided["rollout"]["restarts"] == {}
+    assert decided["rollout"]["restart_batches"] == []
+
+
+def test_the_play_s_hosts_bound_the_restart_batches_not_the_restarts() -> None:
+    plan = plan_for(nine_nodes(), elected="os-4", version="2.19.3")
+    hosts = ["os-1", "os-2", "os-5", "os-6", "os-4"]
+    decided = with_restarts(plan, [], hosts)
+    assert decided["rollout"]["restart_batches"] == rolling_batches(plan, [], hosts)
+    # Node mode's play restricts itself to its hosts; every node's reason is decided.
+    assert sorted(decided["rollout"]["restarts"]) == sorted(plan["rollout"]["nodes"])
+
+
+def test_node_mode_decides_restarts_and_no_batches() -> None:
+    plan = plan_for([host(index, None, MIXED, "node") for index in (1, 2, 3)], elected="os-2")
+    decided = with_restarts(plan, [{"host": "os-1", "reason": "opensearch.yml"}])
+    assert decided["rollout"]["restarts"] == {"os-1": ["opensearch.yml"]}
+    assert decided["rollout"]["restart_batches"] == []
+
+
+def plan_action(args: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The action clusterforge_plan run with ``args`` and no inventory."""
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    module = object.__new__(load_plugin("action", "clusterforge_plan").ActionModule)
+    module._task = SimpleNamespace(args=args, check_mode=True)
+    result: dict[str, Any] = module.run(task_vars={})
+    return result
+
+
+def test_the_plan_action_adds_the_restart_decision_to_the_planned_rollout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = plan_for(nine_nodes(), elected="os-4", version="2.19.3")
+    # A registered plan also carries Ansible's own keys; they do not come back as sections.
+    registered = {**plan, "changed": False, "failed": False}
+    changes = [{"host": "os-3", "reason": "opensearch.yml"}]
+    hosts = ["os-1", "os-2", "os-3", "os-4"]
+    result = plan_action({"planned": registered, "changes": changes, "hosts": hosts}, monkeypatch)
+    expected = with_restarts(plan, changes, hosts)
+    assert result["rollout"] == expected["rollout"]
+    assert result["cluster"] == plan["cluster"]
+    assert result["changed"] is False
+    assert result["_ansible_no_log"] is True
+    assert result["rollout"]["restarts"]["os-3"] == [
+        "opensearch.yml",
+        f"upgrade 2.19.3 -> {plan['cluster']['version']}",
+    ]
+    assert [batch["nodes"] for batch in result["rollout"]["restart_batches"]] == [
+        ["os-2", "os-3"],
+        ["os-1"],
+        ["os-4"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"changes": []}, "changes needs planned"),
+        ({"changes": "os-1", "planned": {"rollout": {}}}, "changes must be a list"),
+        ({"changes": [], "hosts": "os-1", "planned": {"rollout": {}}}, "hosts must be a list"),
+        ({"changes": [], "planned": {"cluster": {}}}, "planned is not a plan"),
+    ],
+)
+def test_the_plan_action_refuses_changes_it_cannot_decide_from(
+    args: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(AnsibleActionFail, match=message):
+        plan_action(args, monkeypatch)
+
+
+@pytest.mark.slow
+def test_node_mode_restarts_only_the_nodes_with_a_recorded_change(tmp_path: Path) -> None:
+    nodes = [host(index, None, MIXED, "node") for index in (1, 2, 3)]
+    plan = plan_for(nodes, elected="os-2")
+    changes = {
+        "os-3": [{"host": "os-3", "reason": "opensearch.yml"}],
+        "os-1": [{"host": "os-1", "reason": "opensearch.yml", "restart": False}],
+    }
+    output = preview(tmp_path, nodes, plan, changes)
+    runs = said(output, "Restart nodes one at a time", "Say why this node restarts")
+    assert [list(hosts) for hosts in runs] == [["os-3"]]
+    assert runs[0]["os-3"]["msg"] == "os-3 restarts (check mode: would restart): opensearch.yml"
+    # A preview restarts nothing.
+    restarted = said(output, "Restart nodes one at a time", "Restart this node if it needs it")
+    assert all(result.get("skipped") for hosts in restarted for result in hosts.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["node", "zone"])
+def test_a_rerun_with_no_change_has_no_host_in_the_serial_plays(tmp_path: Path, mode: str) -> None:
+    nodes = nine_nodes(mode)
+    plan = plan_for(nodes, elected="os-4")
+    output = preview(tmp_path, nodes, plan)
+    assert not said(output, "Restart nodes one at a time", "Say why this node restarts")
     assert not said(
         output,
         "Restart nodes batch by batch (opensearch_rolling_batch zone)",

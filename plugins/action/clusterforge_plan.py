@@ -17,6 +17,14 @@ Arguments:
   observed: per inventory name, what playbooks/plan.yml's read-only look found on the
     node (version, active, formed, security_mode, cluster_manager); default: nothing,
     every node is new.
+  planned: the result of an earlier call in the same run: with it, the rollout, the
+    removal and the groups are decided again from ``observed``; the rest is kept.
+  changes: with ``planned``, the run's recorded changes of every host ({host, reason,
+    restart}, playbooks/rolling.yml gathers each host's __clusterforge_changes): the
+    plan comes back with the restart decision added to its rollout (``rollout.restarts``,
+    ``{node: reasons}`` for the nodes that restart, and ``rollout.restart_batches``, zone
+    mode's batches; clusterforge.plan.plan.with_restarts) and nothing decided again.
+  hosts: with ``changes``, the play's hosts: a zone-mode batch keeps only those.
   validate_only: true checks the whole inventory (clusterforge.plan.plan.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
@@ -29,6 +37,7 @@ settings models here, before any host changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +49,7 @@ from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.inventory.reader import inventory_read_problem
 from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
 from clusterforge.plan.model import plain_data
-from clusterforge.plan.plan import build_plan, validate_inventory, with_observed
+from clusterforge.plan.plan import build_plan, validate_inventory, with_observed, with_restarts
 from clusterforge.plan.services_plan import SERVICES
 
 # Plugins built from this project's folders (source: build) are found relative to the
@@ -51,7 +60,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(
-        {"group", "console_group", "observed", "planned", "security_files", "validate_only"}
+        {
+            "group",
+            "console_group",
+            "observed",
+            "planned",
+            "changes",
+            "hosts",
+            "security_files",
+            "validate_only",
+        }
     )
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -66,6 +84,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             raise AnsibleActionFail(inventory_read_problem(error)) from None
 
     def _plan(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        if "changes" in self._task.args:
+            return self._restarts(result)
         group = self._task.args.get("group", "opensearch")
         hosts = TaskHosts(task_vars, self._templar.template)
         # The inventory's directory, from any host of the groups planned (a services-only
@@ -121,4 +141,33 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             raise AnsibleActionFail(str(error)) from None
         changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
         result.update(changed=changed, _ansible_no_log=True, **plan)
+        return result
+
+    def _restarts(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The restart decision of the rolling play, added to ``planned``'s rollout: it reads
+        the plan and the recorded changes only, so no inventory is read again."""
+        args = self._task.args
+        planned = args.get("planned")
+        if not planned:
+            raise AnsibleActionFail(
+                "changes needs planned: the plan this run decided (register: __clusterforge_plan)"
+            )
+        changes = args.get("changes") or []
+        hosts = args.get("hosts")
+        if not isinstance(changes, list) or not all(isinstance(c, Mapping) for c in changes):
+            raise AnsibleActionFail("changes must be a list of {host, reason, restart}")
+        if hosts is not None and not isinstance(hosts, list):
+            raise AnsibleActionFail("hosts must be a list of inventory names")
+        try:
+            plan = with_restarts(
+                plain_data(planned),
+                plain_data(changes),
+                None if hosts is None else [str(host) for host in hosts],
+            )
+        except KeyError as error:
+            raise AnsibleActionFail(
+                f"planned is not a plan of this run (it has no {error}): pass the registered "
+                "__clusterforge_plan"
+            ) from None
+        result.update(changed=False, _ansible_no_log=True, **plan)
         return result

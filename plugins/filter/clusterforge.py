@@ -10,16 +10,15 @@
   users the cluster has that the inventory does not manage (created through the REST API).
 - ``clusterforge_console_config(settings, backend_password)``: the console's
   opensearch_dashboards.yml from its planned settings.
-- ``clusterforge_restart_reasons(plan, host, changes)``: why a node restarts in the
-  rolling play (clusterforge.plan.plan.restart_reasons); empty when it does not.
-- ``clusterforge_rolling_batches(plan, changes, hosts)``: the batches the rolling play restarts
-  with ``opensearch_rolling_batch: zone``, each keeping the nodes that have a reason
-  (clusterforge.plan.plan.rolling_batches); empty in node mode.
 - ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
   ``{name: content}`` mapping as entries of the clusterforge_files module.
 - ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
   settings a running node must restart for (clusterforge.plan.plan.settings_needing_restart);
   empty when only start-only settings such as discovery.seed_hosts changed.
+
+Which nodes restart, and in which batches, is no filter: the plan decides it
+(clusterforge_plan with ``changes:``, clusterforge.plan.plan.with_restarts), once, at the
+start of playbooks/rolling.yml, so no play asks the library again after planning.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from clusterforge.pki.security_config import (
     parse_digest_marker,
 )
 from clusterforge.plan.console import render_console_config
-from clusterforge.plan.plan import restart_reasons, rolling_batches, settings_needing_restart
+from clusterforge.plan.plan import settings_needing_restart
 from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
 
 
@@ -72,20 +71,6 @@ def clusterforge_plugin_changes(
 def clusterforge_console_config(settings: dict[str, Any], backend_password: str | None) -> str:
     """The console's opensearch_dashboards.yml (clusterforge.plan.console.render_console_config)."""
     return render_console_config(settings, backend_password)
-
-
-def clusterforge_restart_reasons(
-    plan: Mapping[str, Any], host: str, changes: list[Mapping[str, Any]]
-) -> list[str]:
-    """Why ``host`` restarts in the rolling play (clusterforge.plan.plan.restart_reasons)."""
-    return restart_reasons(plan, str(host), list(changes))
-
-
-def clusterforge_rolling_batches(
-    plan: Mapping[str, Any], changes: list[Mapping[str, Any]], hosts: list[str] | None = None
-) -> list[dict[str, Any]]:
-    """The zone-mode batches that restart, reasons per node (clusterforge.plan.plan)."""
-    return rolling_batches(plan, list(changes), None if hosts is None else list(hosts))
 
 
 def clusterforge_file_entries(
@@ -126,8 +111,6 @@ class FilterModule:
             "clusterforge_installed_plugins": clusterforge_installed_plugins,
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
-            "clusterforge_restart_reasons": clusterforge_restart_reasons,
-            "clusterforge_rolling_batches": clusterforge_rolling_batches,
             "clusterforge_file_entries": clusterforge_file_entries,
             "clusterforge_settings_needing_restart": clusterforge_settings_needing_restart,
         }

@@ -49,6 +49,28 @@ options:
         removal and the groups are decided again, from O(observed); the rest of that plan
         is kept.
     type: dict
+  changes:
+    description:
+      - The changes every host recorded this run, as C({host, reason, restart}) items
+        (each host's C(__clusterforge_changes) together). Needs O(planned).
+      - With it, O(planned) comes back with the rolling play's restart decision added to
+        its rollout (C(clusterforge.plan.plan.with_restarts)) and nothing else decided
+        again - C(rollout.restarts), per node that restarts its reasons (the changes
+        recorded for it, a pending upgrade; a node that was not running or a mode switch
+        restarts none); C(rollout.restart_batches), with C(opensearch_rolling_batch=zone)
+        the plan's batches that keep a node to restart, each with C(reasons) per node,
+        empty in node mode.
+      - C(playbooks/rolling.yml) asks this once, after the roles ran; no play computes
+        a restart itself.
+    type: list
+    elements: dict
+  hosts:
+    description:
+      - With O(changes), the play's hosts (C(ansible_play_hosts)) - a batch of
+        C(rollout.restart_batches) keeps only those (C(--limit), or hosts failed before).
+      - Without it every node of a batch may restart.
+    type: list
+    elements: str
   validate_only:
     description:
       - Only check the whole inventory (C(clusterforge.plan.plan.validate_inventory)), writing,
@@ -78,6 +100,17 @@ EXAMPLES = r"""
     observed: "{{ observed_by_host }}"
   run_once: true
   delegate_to: localhost
+
+- name: Decide what restarts from the changes the run recorded
+  clusterforge.stack.clusterforge_plan:
+    planned: "{{ __clusterforge_plan }}"
+    changes: >-
+      {{ ansible_play_hosts_all | map('extract', hostvars)
+         | map(attribute='__clusterforge_changes', default=[]) | flatten(levels=1) }}
+    hosts: "{{ ansible_play_hosts }}"
+  run_once: true
+  delegate_to: localhost
+  register: __clusterforge_plan
 """
 
 RETURN = r"""
@@ -104,7 +137,11 @@ security:
   returned: success
   type: dict
 rollout:
-  description: What restarts, why and in which order (the elected cluster manager last).
+  description:
+    - What restarts, why and in which order (the elected cluster manager last).
+    - With O(changes), also C(restarts) (per node, its reasons; only the nodes that
+      restart) and C(restart_batches) (the zone-mode batches that restart, empty in node
+      mode).
   returned: success
   type: dict
 removal:

@@ -1011,6 +1011,37 @@ def rolling_batches(
     return batches
 
 
+def with_restarts(
+    plan: Mapping[str, Any],
+    changes: Sequence[Mapping[str, Any]],
+    hosts: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """``plan`` with the rolling play's restart decision added to its rollout; everything
+    else is kept as it was planned and decided.
+
+    ``changes`` are the changes every host recorded this run (``{host, reason, restart}``,
+    ``__clusterforge_changes`` of the play's hosts together), ``hosts`` the play's hosts
+    (``--limit``, or hosts failed before). The rollout gains ``restarts``,
+    ``{node: its reasons}`` for the nodes with a reason (:func:`restart_reasons`), and
+    ``restart_batches``, the batches zone mode restarts (:func:`rolling_batches`; empty in
+    node mode). playbooks/rolling.yml asks once, after the roles ran, and reads both: the
+    plan stays the one producer of what a node does, and no play asks a filter again.
+    """
+    rollout = plan["rollout"]
+    restarts = {
+        name: why for name in rollout["nodes"] if (why := restart_reasons(plan, name, changes))
+    }
+    return {
+        # A registered result also carries Ansible's own keys (changed, failed, ...).
+        **{section: plan[section] for section in PLAN_SECTIONS if section in plan},
+        "rollout": {
+            **rollout,
+            "restarts": restarts,
+            "restart_batches": rolling_batches(plan, changes, hosts),
+        },
+    }
+
+
 # Read only when a node starts (discovery) or when the cluster first forms: a running node
 # never rereads them, so a change to them alone is no reason to restart it. Scale out and
 # in change discovery.seed_hosts on every node; restarting the whole cluster for it would
