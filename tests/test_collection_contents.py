@@ -108,7 +108,7 @@ def _assert_nothing_generated(contents: dict[str, bytes], marker: str) -> None:
         "roles/postgresql/tasks/databases.yml",
         "meta/runtime.yml",
         "LICENSE",
-        "plugins/filter/clusterforge_settings_needing_restart.yml",
+        "plugins/filter/clusterforge_file_entries.yml",
     ):
         assert needed in shipped, needed
 

@@ -23,6 +23,11 @@ Arguments:
     formed cluster is not bootstrapped again. They are tested for, never read (the
     service user could have left a link to any file there): an old mode marker tells no
     mode until it is moved, so a mode switch in that same run is not seen.
+  config: the node's opensearch.yml (the plan's ``cluster.config_dir``/opensearch.yml). Its
+    text comes back as ``opensearch_yml`` (None when the file is missing, or when no path
+    was given), so the plan decides which of its changed settings need a restart
+    (``rollout.nodes[host].config_restart``). It holds no secret: the plan renders it with
+    none (its text is in the plan, and roles/opensearch reads it back the same way).
   removal: true when the plan removes nodes (``removal.names``), to read the members and
     the replica settings the plan judges a removal by.
 
@@ -54,7 +59,7 @@ OBSERVED_MARKERS = ("formed", "security_mode")
 
 
 class ActionModule(ApiActionModule):  # type: ignore[misc]
-    _VALID_ARGS = frozenset({"service", "markers", "legacy_markers", "removal"})
+    _VALID_ARGS = frozenset({"service", "markers", "legacy_markers", "config", "removal"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
@@ -72,12 +77,17 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
         active = (service.get("status") or {}).get("ActiveState") == "active"
         markers = dict(args["markers"])
         legacy = dict(args.get("legacy_markers") or {})
+        config = args.get("config")
         # The old places are only tested, never read: the service user could have put a
         # link to any file (or to /dev/zero) there.
         read = self._run_module(
             "clusterforge.stack.clusterforge_files",
             {
-                "read": [*(markers[key] for key in OBSERVED_MARKERS), MEMINFO_PATH],
+                "read": [
+                    *(markers[key] for key in OBSERVED_MARKERS),
+                    MEMINFO_PATH,
+                    *([config] if config else []),
+                ],
                 "exists": list(legacy.values()),
             },
             task_vars,
@@ -99,6 +109,8 @@ class ActionModule(ApiActionModule):  # type: ignore[misc]
             "security_mode": None if mode_text is None else mode_text.strip(),
             # Any file left at an old place: roles/opensearch moves it this run.
             "legacy_markers": bool(left),
+            # What the node's opensearch.yml holds now (None: missing, or not asked for).
+            "opensearch_yml": before.get(config) if config else None,
         }
         plan = task_vars.get("__clusterforge_plan") or {}
         # A node marked absent has no URL in the plan, and what it runs does not matter:

@@ -12,13 +12,13 @@
   opensearch_dashboards.yml from its planned settings.
 - ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
   ``{name: content}`` mapping as entries of the clusterforge_files module.
-- ``clusterforge_settings_needing_restart(old_text, new_text)``: the changed opensearch.yml
-  settings a running node must restart for (clusterforge.plan.plan.settings_needing_restart);
-  empty when only start-only settings such as discovery.seed_hosts changed.
 
 Which nodes restart, and in which batches, is no filter: the plan decides it
 (clusterforge_plan with ``changes:``, clusterforge.plan.plan.with_restarts), once, at the
-start of playbooks/rolling.yml, so no play asks the library again after planning.
+start of playbooks/rolling.yml, so no play asks the library again after planning. Nor
+which changed opensearch.yml settings need a restart: playbooks/plan.yml's look reads the
+node's file and the plan says so in ``rollout.nodes[host].config_restart``
+(clusterforge.plan.plan.with_config_restarts).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from clusterforge.pki.security_config import (
     parse_digest_marker,
 )
 from clusterforge.plan.console import render_console_config
-from clusterforge.plan.plan import settings_needing_restart
 from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
 
 
@@ -97,11 +96,6 @@ def clusterforge_file_entries(
     ]
 
 
-def clusterforge_settings_needing_restart(old_text: str | None, new_text: str) -> list[str]:
-    """What makes a changed opensearch.yml a restart (clusterforge.plan.plan)."""
-    return settings_needing_restart(None if old_text is None else str(old_text), str(new_text))
-
-
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -112,5 +106,4 @@ class FilterModule:
             "clusterforge_plugin_changes": clusterforge_plugin_changes,
             "clusterforge_console_config": clusterforge_console_config,
             "clusterforge_file_entries": clusterforge_file_entries,
-            "clusterforge_settings_needing_restart": clusterforge_settings_needing_restart,
         }

@@ -7,7 +7,8 @@ module: clusterforge_observe
 short_description: Read what one OpenSearch node runs now, for the plan's rollout
 description:
   - One task reads the service's state, the markers a formed cluster leaves, the version
-    the node answers, the elected cluster manager and the host's memory; when nodes are
+    the node answers, the elected cluster manager, the host's memory and the node's
+    opensearch.yml (with O(config)); when nodes are
     being removed, also the cluster's members and its indices' replica settings.
   - Everything is a read, so it runs in check mode as well and a preview decides what
     restarts as a run would.
@@ -32,6 +33,14 @@ options:
         planted there decides nothing; the role moves them to the root-owned state
         directory.
     type: dict
+  config:
+    description:
+      - The node's opensearch.yml (the plan's C(cluster.config_dir)/opensearch.yml). Its
+        text is returned as C(opensearch_yml), null when the file is missing, so the plan
+        tells which changed settings need a restart (C(rollout.nodes[host].config_restart)).
+      - The file holds no secret (the plan renders it without any). Without this option
+        C(opensearch_yml) is null and a changed opensearch.yml restarts the node.
+    type: path
   removal:
     description: Whether the plan removes nodes; then the members and replica settings are read too.
     type: bool
@@ -45,6 +54,7 @@ EXAMPLES = r"""
   clusterforge.stack.clusterforge_observe:
     service: opensearch
     markers: "{{ __clusterforge_plan.cluster.markers }}"
+    config: "{{ __clusterforge_plan.cluster.config_dir }}/opensearch.yml"
     removal: "{{ __clusterforge_plan.removal.names | default([]) | length > 0 }}"
   register: __clusterforge_observation
 """
@@ -54,8 +64,9 @@ observed:
   description:
     - What the node runs, in the shape C(clusterforge.plan.plan.plan_rollout) and
       C(plan_removal) read.
-    - Version, active, formed, security_mode, cluster_manager and the host's memory;
-      with O(removal) also the members and the index settings.
+    - Version, active, formed, security_mode, cluster_manager, the host's memory and
+      C(opensearch_yml) (the node's opensearch.yml text, or null); with O(removal) also
+      the members and the index settings.
   returned: always
   type: dict
 """

@@ -139,6 +139,10 @@ security:
 rollout:
   description:
     - What restarts, why and in which order (the elected cluster manager last).
+    - With O(observed), C(nodes[host].config_restart) too - the opensearch.yml settings
+      whose change needs a restart of the running node (none when only start-only
+      settings such as C(discovery.seed_hosts) change; C([opensearch.yml]) when the node
+      had no file). roles/opensearch reads it when it places a changed opensearch.yml.
     - With O(changes), also C(restarts) (per node, its reasons; only the nodes that
       restart) and C(restart_batches) (the zone-mode batches that restart, empty in node
       mode).

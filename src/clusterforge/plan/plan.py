@@ -384,6 +384,36 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
     }
 
 
+def with_config_restarts(
+    rollout: Mapping[str, Any],
+    nodes: Mapping[str, Mapping[str, Any]],
+    observed: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    """``rollout`` with ``nodes[host].config_restart`` for every node: the opensearch.yml
+    settings whose change needs a restart of the running node (:func:`settings_needing_restart`),
+    between the text the look found on it (``observed[host].opensearch_yml``: None when the
+    file is missing, or when nobody looked) and the one roles/opensearch writes (the
+    first-start variant while the cluster has not formed). Empty when only start-only
+    settings change; ``["opensearch.yml"]`` when there was no file to compare. The role
+    records whether a changed opensearch.yml restarts the node from it, and asks nothing
+    after the plan.
+    """
+    config_name = "opensearch.first-start.yml" if rollout["first_start"] else "opensearch.yml"
+    return {
+        **rollout,
+        "nodes": {
+            host: {
+                **entry,
+                "config_restart": settings_needing_restart(
+                    (observed.get(host) or {}).get("opensearch_yml"),
+                    nodes[host]["files"][config_name],
+                ),
+            }
+            for host, entry in rollout["nodes"].items()
+        },
+    }
+
+
 def _topology(cluster: Cluster, nodes: Sequence[Node], elected: str | None) -> Topology:
     return Topology(
         nodes=tuple(
@@ -817,7 +847,7 @@ def build_plan(
     else:
         consoles = _consoles_unfetched(cluster, consoles_vars)
         artifacts = None
-    return {
+    plan: dict[str, Any] = {
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(validated.warnings),
         "artifacts": artifacts,
@@ -853,6 +883,11 @@ def build_plan(
             for node in cluster.nodes
         },
     }
+    if observed is not None:
+        # Only a plan that looked at the nodes says what their opensearch.yml needs; without
+        # the look the field is absent and roles/opensearch restarts on any change.
+        plan["rollout"] = with_config_restarts(plan["rollout"], plan["nodes"], observed)
+    return plan
 
 
 def with_observed(
@@ -869,11 +904,16 @@ def with_observed(
     paths and URLs) and decides the rollout after. Only the rollout and the removal read
     ``observed``, so the second step rebuilds the model and nothing else: the rest of a
     plan costs seconds (a bcrypt check per security user), and no fact moves back.
+
+    The rollout also says, per node, which of its opensearch.yml settings need a restart
+    when the file changes (``rollout.nodes[host].config_restart``,
+    :func:`with_config_restarts`): the look read the node's current file, so no role calls
+    back into the plan to compare it with the one it writes.
     """
     cluster = build_cluster(nodes_vars)
     return {
         **{section: plan[section] for section in PLAN_SECTIONS},
-        "rollout": plan_rollout(cluster, observed),
+        "rollout": with_config_restarts(plan_rollout(cluster, observed), plan["nodes"], observed),
         "removal": plan_removal(cluster, observed),
         "groups": plan_groups(cluster, observed, preview=preview),
     }

@@ -1,0 +1,154 @@
+"""Which opensearch.yml changes restart a running node is the plan's decision (issue 33):
+playbooks/plan.yml's look (clusterforge_observe) reads the node's file, and the plan
+answers ``rollout.nodes[host].config_restart``; roles/opensearch asks nothing after it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+from ansible.plugins.action import ActionBase
+
+from clusterforge.plan.plan import build_plan, settings_needing_restart, with_observed
+from collection_plugins import load_plugin
+from test_scale import open_nodes, tls_nodes
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = "/etc/opensearch/opensearch.yml"
+
+
+def _load_observe() -> ModuleType:
+    """The plugin imports clusterforge_api by its collection name; outside Ansible's
+    loader that name is given for the import only, then taken back."""
+    api = load_plugin("action", "clusterforge_api")
+    path = "ansible_collections.clusterforge.stack.plugins.action"
+    names = [".".join(path.split(".")[: index + 1]) for index in range(len(path.split(".")))]
+    added = [name for name in [*names, f"{path}.clusterforge_api"] if name not in sys.modules]
+    for name in added:
+        sys.modules[name] = ModuleType(name)
+    sys.modules[f"{path}.clusterforge_api"] = api
+    try:
+        return load_plugin("action", "clusterforge_observe")
+    finally:
+        for name in added:
+            del sys.modules[name]
+
+
+observe = _load_observe()
+MARKERS = {"formed": "/var/lib/clusterforge/formed", "security_mode": "/var/lib/clusterforge/mode"}
+
+
+def look(
+    args: dict[str, Any], before: dict[str, str | None], monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The action on a node whose service does not run; what the files module was asked."""
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    asked: list[dict[str, Any]] = []
+
+    def execute(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
+        if module_name.endswith("clusterforge_files"):
+            asked.append(module_args)
+            return {"before": {path: before.get(path) for path in module_args["read"]}}
+        return {"status": {"ActiveState": "inactive"}}
+
+    module = object.__new__(observe.ActionModule)
+    module._task = SimpleNamespace(
+        args={"service": "opensearch", "markers": MARKERS, **args}, check_mode=True
+    )
+    module._execute_module = execute
+    result = module.run(task_vars={"inventory_hostname": "os-1", "__clusterforge_plan": {}})
+    return result["observed"], asked
+
+
+def test_the_look_returns_the_nodes_opensearch_yml(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "cluster.name: a\ndiscovery.seed_hosts: [x]\n"
+    seen, asked = look({"config": CONFIG}, {CONFIG: text}, monkeypatch)
+    assert seen["opensearch_yml"] == text
+    # Read with the markers and the memory in the one files task, written nothing.
+    assert len(asked) == 1
+    assert CONFIG in asked[0]["read"]
+    assert set(asked[0]) == {"read", "exists"}
+
+
+def test_a_missing_file_or_no_path_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen, _ = look({"config": CONFIG}, {}, monkeypatch)
+    assert seen["opensearch_yml"] is None
+    seen, asked = look({}, {CONFIG: "cluster.name: a\n"}, monkeypatch)
+    assert seen["opensearch_yml"] is None
+    assert CONFIG not in asked[0]["read"]
+
+
+def test_plan_yml_passes_the_config_path_to_the_look() -> None:
+    text = (REPO / "playbooks" / "plan.yml").read_text()
+    assert 'config: "{{ __clusterforge_plan.cluster.config_dir }}/opensearch.yml"' in text
+
+
+def formed(text: str | None) -> dict[str, Any]:
+    return {"active": True, "version": "2.19.4", "formed": True, "opensearch_yml": text}
+
+
+def test_a_seed_hosts_change_alone_restarts_nothing_a_new_node_restarts(tmp_path: Path) -> None:
+    three = build_plan(tls_nodes(tmp_path, ("os-1", "os-2", "os-3")), fetch=False)
+    nodes = tls_nodes(tmp_path, ("os-1", "os-2", "os-3", "os-4"))
+    observed = {
+        host: formed(three["nodes"][host]["files"]["opensearch.yml"])
+        for host in ("os-1", "os-2", "os-3")
+    }
+    build_plan(nodes, fetch=False)  # issues os-4's certificate; the calls below reuse it
+    planned = build_plan(nodes, fetch=False)
+    # The first call looked at nothing: no field, and the role restarts on any change.
+    assert all("config_restart" not in entry for entry in planned["rollout"]["nodes"].values())
+    rollout = with_observed(planned, nodes, observed)["rollout"]
+    assert rollout["first_start"] is False
+    assert {host: entry["config_restart"] for host, entry in rollout["nodes"].items()} == {
+        "os-1": [],
+        "os-2": [],
+        "os-3": [],
+        # Nobody observed it: no file to compare, as settings_needing_restart(None, ...).
+        "os-4": ["opensearch.yml"],
+    }
+    # The rest of the node's rollout is kept.
+    assert rollout["nodes"]["os-1"]["active"] is True
+    assert with_observed(planned, nodes, observed) == build_plan(
+        nodes, fetch=False, observed=observed
+    )
+
+
+def test_a_changed_setting_is_named_as_settings_needing_restart_names_it(tmp_path: Path) -> None:
+    nodes = tls_nodes(tmp_path, ("os-1", "os-2", "os-3"))
+    planned = build_plan(nodes, fetch=False)
+    now = planned["nodes"]["os-1"]["files"]["opensearch.yml"]
+    old = now.replace("cluster.name:", "cluster.name: old-name\nold.cluster.name:", 1)
+    assert old != now
+    observed = {
+        "os-1": formed(old),
+        "os-2": formed(planned["nodes"]["os-2"]["files"]["opensearch.yml"]),
+        "os-3": formed("{not yaml"),
+    }
+    nodes_rollout = with_observed(planned, nodes, observed)["rollout"]["nodes"]
+    assert nodes_rollout["os-1"]["config_restart"] == settings_needing_restart(old, now)
+    assert nodes_rollout["os-1"]["config_restart"] == ["cluster.name", "old.cluster.name"]
+    assert nodes_rollout["os-2"]["config_restart"] == []
+    assert nodes_rollout["os-3"]["config_restart"] == ["opensearch.yml"]
+
+
+def test_before_the_cluster_formed_the_first_start_file_is_compared() -> None:
+    nodes = open_nodes(3)
+    planned = build_plan(nodes, fetch=False)
+    first = planned["nodes"]["os-1"]["files"]["opensearch.first-start.yml"]
+    later = planned["nodes"]["os-1"]["files"]["opensearch.yml"]
+    observed = {
+        name: {"active": False, "formed": False, "opensearch_yml": first}
+        for name in ("os-1", "os-2", "os-3")
+    }
+    rollout = with_observed(planned, nodes, observed)["rollout"]
+    assert rollout["first_start"] is True
+    assert rollout["nodes"]["os-1"]["config_restart"] == []
+    # What the role writes decides: the first-start file, not the formed one.
+    assert settings_needing_restart(later, first) == []
+    observed["os-1"] = {"active": False, "formed": False, "opensearch_yml": None}
+    rollout = with_observed(planned, nodes, observed)["rollout"]
+    assert rollout["nodes"]["os-1"]["config_restart"] == ["opensearch.yml"]
