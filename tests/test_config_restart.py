@@ -4,40 +4,22 @@ answers ``rollout.nodes[host].config_restart``; roles/opensearch asks nothing af
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from ansible.plugins.action import ActionBase
 
 from clusterforge.plan.plan import build_plan, settings_needing_restart, with_observed
-from collection_plugins import load_plugin
+from collection_plugins import load_action_using_api
 from test_scale import open_nodes, tls_nodes
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = "/etc/opensearch/opensearch.yml"
 
 
-def _load_observe() -> ModuleType:
-    """The plugin imports clusterforge_api by its collection name; outside Ansible's
-    loader that name is given for the import only, then taken back."""
-    api = load_plugin("action", "clusterforge_api")
-    path = "ansible_collections.clusterforge.stack.plugins.action"
-    names = [".".join(path.split(".")[: index + 1]) for index in range(len(path.split(".")))]
-    added = [name for name in [*names, f"{path}.clusterforge_api"] if name not in sys.modules]
-    for name in added:
-        sys.modules[name] = ModuleType(name)
-    sys.modules[f"{path}.clusterforge_api"] = api
-    try:
-        return load_plugin("action", "clusterforge_observe")
-    finally:
-        for name in added:
-            del sys.modules[name]
-
-
-observe = _load_observe()
+observe = load_action_using_api("clusterforge_observe")
 MARKERS = {"formed": "/var/lib/clusterforge/formed", "security_mode": "/var/lib/clusterforge/mode"}
 
 

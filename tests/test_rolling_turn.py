@@ -3,35 +3,16 @@ three parts a zone-mode batch runs - hold once, restart on every node, release o
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from collection_plugins import load_plugin
+from collection_plugins import load_action_using_api
 
-
-def _load_turn() -> ModuleType:
-    """The plugin imports clusterforge_api by its collection name; outside Ansible's
-    loader that name is given for the import only, then taken back."""
-    api = load_plugin("action", "clusterforge_api")
-    path = "ansible_collections.clusterforge.stack.plugins.action"
-    names = [".".join(path.split(".")[: index + 1]) for index in range(len(path.split(".")))]
-    added = [name for name in [*names, f"{path}.clusterforge_api"] if name not in sys.modules]
-    for name in added:
-        sys.modules[name] = ModuleType(name)
-    sys.modules[f"{path}.clusterforge_api"] = api
-    try:
-        return load_plugin("action", "clusterforge_rolling_turn")
-    finally:
-        for name in added:
-            del sys.modules[name]
-
-
-turn = _load_turn()
+turn = load_action_using_api("clusterforge_rolling_turn")
 
 PLAN = {
     "cluster": {
