@@ -1034,17 +1034,32 @@ def rolling_batches(
 
     Empty in node mode: its play restarts ``rollout.restart_order`` one node at a time, as
     it did before batches existed."""
-    rollout = plan["rollout"]
+    return _batches_restarting(plan["rollout"], _restarts(plan, changes), hosts)
+
+
+def _restarts(
+    plan: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]
+) -> dict[str, list[str]]:
+    """``{node: its reasons}`` for the nodes that restart (:func:`restart_reasons`)."""
+    return {
+        name: why
+        for name in plan["rollout"]["nodes"]
+        if (why := restart_reasons(plan, name, changes))
+    }
+
+
+def _batches_restarting(
+    rollout: Mapping[str, Any], restarts: Mapping[str, list[str]], hosts: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """The zone-mode batches cut down to the nodes in ``restarts`` (and in ``hosts``)."""
     if rollout.get("batch_mode") != "zone":
         return []
     batches = []
     for batch in rollout["batches"]["batches"]:
         reasons = {
-            name: why
+            name: restarts[name]
             for name in batch["nodes"]
-            if name in rollout["nodes"]
-            and (hosts is None or name in hosts)
-            and (why := restart_reasons(plan, name, changes))
+            if name in restarts and (hosts is None or name in hosts)
         }
         if reasons:
             batches.append({**batch, "nodes": list(reasons), "reasons": reasons})
@@ -1068,16 +1083,15 @@ def with_restarts(
     plan stays the one producer of what a node does, and no play asks a filter again.
     """
     rollout = plan["rollout"]
-    restarts = {
-        name: why for name in rollout["nodes"] if (why := restart_reasons(plan, name, changes))
-    }
+    # Each node's reasons are decided once and serve both answers.
+    restarts = _restarts(plan, changes)
     return {
         # A registered result also carries Ansible's own keys (changed, failed, ...).
         **{section: plan[section] for section in PLAN_SECTIONS if section in plan},
         "rollout": {
             **rollout,
             "restarts": restarts,
-            "restart_batches": rolling_batches(plan, changes, hosts),
+            "restart_batches": _batches_restarting(rollout, restarts, hosts),
         },
     }
 
@@ -1220,6 +1234,7 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         if (observed.get(node.inventory_name) or {}).get("active")
     ]
     zones_leaving = sorted({str(node.zone) for node in removed if node.zone} - set(cluster.zones))
+    names = [node.name for node in removed]
     return {
         "nodes": {
             node.inventory_name: {
@@ -1229,10 +1244,10 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
             }
             for node in removed
         },
-        "names": [node.name for node in removed],
+        "names": names,
         "via": running[0] if running else None,
         "zones_leaving": zones_leaving,
-        "drain_settings": drain_settings([node.name for node in removed], zones_leaving),
+        "drain_settings": drain_settings(names, zones_leaving),
     }
 
 
