@@ -96,12 +96,17 @@ def test_no_apps_leaves_the_service_groups_and_their_variables_out(tmp_path: Pat
 def test_lab_json_gives_base_urls_and_the_token_files(tmp_path: Path) -> None:
     user_directory_token = tmp_path / USER_DIRECTORY_TOKEN
     orders_token = tmp_path / ORDER_SERVICE_TOKEN
-    files = {"user_directory_token_file": user_directory_token, "orders_token_file": orders_token}
+    files = {
+        "ca_cert": tmp_path / "ca-bundle.pem",
+        "user_directory_token_file": user_directory_token,
+        "orders_token_file": orders_token,
+    }
     assert _service_facts(APPS, **files) == {
         "services": {
-            "user_directory": f"http://127.0.0.21:{USER_DIRECTORY_PORT}",
-            "orders": f"http://127.0.0.21:{ORDERS_PORT}",
+            "user_directory": f"https://127.0.0.21:{USER_DIRECTORY_PORT}",
+            "orders": f"https://127.0.0.21:{ORDERS_PORT}",
         },
+        "services_ca_cert": str(tmp_path / "ca-bundle.pem"),
         "user_directory_token_file": str(user_directory_token),
         "orders_token_file": str(orders_token),
     }

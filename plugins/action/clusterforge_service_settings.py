@@ -57,7 +57,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         variables = {
             name: self._templar.template(value)
             for name, value in task_vars.items()
-            if name.startswith(prefix)
+            if name.startswith((prefix, "tls_proxy_listen_address"))
         }
         try:
             search = self._orders_search(task_vars) if service == "order_service" else None

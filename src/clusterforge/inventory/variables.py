@@ -25,7 +25,8 @@ CONSOLE_GROUP = "dashboards"
 # The prefixes of the variables the model reads (and checks names of): schema.yml's.
 _MODEL_PREFIXES = load_schema().checked_prefixes
 _MODEL_KEYS = ("ansible_host",)
-_SERVICE_PREFIXES = tuple(f"{service}_" for service in SERVICES)
+# tls_proxy_: where the services' proxy listens decides who reaches them.
+_SERVICE_PREFIXES = (*(f"{service}_" for service in SERVICES), "tls_proxy_")
 
 HostVars = list[tuple[str, dict[str, Any]]]
 

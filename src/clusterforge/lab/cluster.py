@@ -558,16 +558,26 @@ class Lab:
         (self.lab_dir / "group_vars" / "opensearch.yml").write_text(
             header + comment + yaml.safe_dump(group_vars, sort_keys=False)
         )
+        # The applications bind loopback behind the TLS proxy (roles/tls_proxy), which
+        # listens on the apps container's own address. In the loopback network that
+        # address is a loopback one too, and the only one the container may take.
+        app_bind = (apps.address if network == "loopback" else "127.0.0.1") if apps else ""
+        proxy_vars = {"tls_proxy_listen_address": apps.address if apps else ""}
+        if mode == "open":
+            # No cluster PKI in open mode: the proxy's certificate still needs the CA.
+            proxy_vars["opensearch_ca_passphrase"] = lookup("ca_passphrase")
         service_vars = {
             "user_directory": {
-                "user_directory_host": apps.address if apps else "",
+                **proxy_vars,
+                "user_directory_host": app_bind,
                 "user_directory_port": USER_DIRECTORY_PORT,
                 # The lab's user directory takes writes, so it asks for a token even on
                 # loopback; lab.json names the 0600 file (user_directory_token_file).
                 "user_directory_auth_tokens": [lookup(USER_DIRECTORY_TOKEN)],
             },
             "order_service": {
-                "order_service_host": apps.address if apps else "",
+                **proxy_vars,
+                "order_service_host": app_bind,
                 "order_service_port": ORDERS_PORT,
                 # As the user directory's: lab.json names the 0600 file (orders_token_file).
                 "order_service_auth_tokens": [lookup(ORDER_SERVICE_TOKEN)],
@@ -689,6 +699,7 @@ class Lab:
             **secured,
             **_service_facts(
                 apps,
+                ca_cert=self.pki_dir / "ca-bundle.pem",
                 user_directory_token_file=self.secret_file(USER_DIRECTORY_TOKEN),
                 orders_token_file=self.secret_file(ORDER_SERVICE_TOKEN),
             ),
@@ -816,17 +827,23 @@ def node_facts(
 
 
 def _service_facts(
-    apps: LabNode | None, *, user_directory_token_file: Path, orders_token_file: Path
+    apps: LabNode | None,
+    *,
+    ca_cert: Path,
+    user_directory_token_file: Path,
+    orders_token_file: Path,
 ) -> dict[str, Any]:
-    """lab.json's ``services`` (base URLs) and the 0600 files of their bearer tokens
+    """lab.json's ``services`` (base URLs, HTTPS through the TLS proxy), the CA bundle
+    that verifies them (``services_ca_cert``), and the 0600 files of their bearer tokens
     (``user_directory_token_file``, ``orders_token_file``)."""
     if apps is None:
         return {"services": {}}
     return {
         "services": {
-            "user_directory": f"http://{apps.address}:{USER_DIRECTORY_PORT}",
-            "orders": f"http://{apps.address}:{ORDERS_PORT}",
+            "user_directory": f"https://{apps.address}:{USER_DIRECTORY_PORT}",
+            "orders": f"https://{apps.address}:{ORDERS_PORT}",
         },
+        "services_ca_cert": str(ca_cert),
         "user_directory_token_file": str(user_directory_token_file),
         "orders_token_file": str(orders_token_file),
     }
@@ -874,6 +891,8 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
             f"service  orders          {services['orders']}/orders  "
             f"(bearer token in {facts['orders_token_file']})"
         )
+    if services:
+        lines.append(f"services verify with --cacert {facts['services_ca_cert']}")
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
         f"try      {curl_example(facts)}",

@@ -111,6 +111,9 @@ _DNS_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _DNS_PATTERN = re.compile(rf"^(?:\*\.)?{_DNS_LABEL}(?:\.{_DNS_LABEL})*\.?$")
 _NODE_USAGES = (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
 _ADMIN_USAGES = (ExtendedKeyUsageOID.CLIENT_AUTH,)
+# A server that is no node (the services' TLS proxy, PostgreSQL): it authenticates to
+# nobody, so a stolen key cannot act as a client of the cluster's transport layer.
+_SERVER_USAGES = (ExtendedKeyUsageOID.SERVER_AUTH,)
 
 
 class PkiError(ClusterforgeError):
@@ -820,6 +823,43 @@ def ensure_admin_certificate(
         subject=subject,
         alt_names=frozenset(),
         usages=_ADMIN_USAGES,
+        renew_within_days=renew_within_days,
+        validity_days=validity_days,
+        force=force,
+    )
+
+
+def ensure_server_certificate(
+    ca: CertificateAuthority,
+    *,
+    directory: Path,
+    name: str,
+    subject: SubjectFields,
+    alt_names: Sequence[str],
+    renew_within_days: int = DEFAULT_RENEW_WITHIN_DAYS,
+    validity_days: int = DEFAULT_LEAF_VALIDITY_DAYS,
+    force: bool = False,
+) -> IssuedCertificate:
+    """Make sure ``directory/<name>.pem`` is a current server-only certificate (serverAuth).
+
+    For the hosts beside the cluster that serve TLS (the services' proxy, the database):
+    ``alt_names`` are the names and addresses clients reach it by. Give such certificates
+    a subject no node certificate has (another OU): ``plugins.security.nodes_dn`` is a
+    pattern over the nodes' subject fields.
+    """
+    all_dns, all_ips = split_alt_names(list(alt_names))
+    if not all_dns and not all_ips:
+        raise PkiError(
+            f"server certificate {name!r} has no subject alternative names; give at least "
+            "the host's name or address"
+        )
+    return _ensure_leaf_certificate(
+        ca,
+        directory=directory,
+        name=name,
+        subject=subject,
+        alt_names=_alt_names(subject.common_name, all_dns, all_ips),
+        usages=_SERVER_USAGES,
         renew_within_days=renew_within_days,
         validity_days=validity_days,
         force=force,

@@ -38,6 +38,7 @@ import yaml
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
+from clusterforge.plan.tls_proxy import check_service_bind, proxied
 from clusterforge.schema import Service, load_schema
 
 SECRET_MARK = "<secret: left out>"  # noqa: S105 (shown in place of a secret)
@@ -151,17 +152,19 @@ def _check_token_exposure(
     Anyone who reaches the port could then do what ``consequence`` says; without a token
     that is acceptable on a loopback bind only.
     """
-    bind = str(variables.get(f"{role}_host") or "")
+    # Behind clusterforge's TLS proxy the service is reached where the proxy listens.
+    bind_variable = "tls_proxy_listen_address" if proxied(variables, role) else f"{role}_host"
+    bind = str(variables.get(bind_variable) or "")
     if tokens or is_loopback_host(bind):
         return
     problems.append(
-        f"{role}_auth_tokens is empty (host {host}) while {role}_host is "
+        f"{role}_auth_tokens is empty (host {host}) while {bind_variable} is "
         f"{bind or '(empty: every address)'!r}, not a loopback address, so anyone who reaches "
         f"port {variables.get(f'{role}_port')} could {consequence}; "
         f"set {role}_auth_tokens to a vaulted token, e.g. "
         f'["{{{{ vault_{role}_auth_token }}}}"] with the token made by '
         "python3 -c 'import secrets; print(secrets.token_urlsafe(32))', "
-        f"or bind {role}_host to 127.0.0.1"
+        f"or bind {bind_variable} to 127.0.0.1"
     )
 
 
@@ -299,6 +302,7 @@ def _plan_user_directory(
         )
         return None
     _check_user_directory_exposure(problems, variables, settings.accepted_tokens(), host=host)
+    problems.extend(check_service_bind(variables, "user_directory", host=host))
     if len(problems) > before:
         return None
     environment: dict[str, str] = {}
@@ -323,7 +327,7 @@ def _plan_user_directory(
         public_content=public_content,
         arguments={
             "host": str(variables.get("user_directory_host")),
-            "port": int(variables["user_directory_port"]),
+            "port": _application_port(variables, "user_directory"),
             "workers": int(variables["user_directory_workers"]),
         },
     )
@@ -390,12 +394,13 @@ def _plan_order_service(
         host=host,
         consequence="place orders and read the service's metrics",
     )
+    problems.extend(check_service_bind(variables, "order_service", host=host))
     if len(problems) > before:
         return None
     tree: dict[str, Any] = {
         "orders": {
             "host": variables.get("order_service_host"),
-            "port": variables.get("order_service_port"),
+            "port": _application_port(variables, "order_service"),
             "database-url": database_url,
             "access-log": variables.get("order_service_access_log"),
             "log-level": variables.get("order_service_log_level"),
@@ -436,6 +441,12 @@ def _plan_order_service(
         public_content=_orders_file(public),
         arguments={"host": settings.orders.host, "port": settings.orders.port},
     )
+
+
+def _application_port(variables: Mapping[str, Any], service: str) -> int:
+    """Where the application itself listens: behind the proxy, ``<service>_app_port``."""
+    name = f"{service}_app_port" if proxied(variables, service) else f"{service}_port"
+    return int(variables[name])
 
 
 def _plain(value: Any) -> Any:
@@ -529,6 +540,9 @@ def plan_services(
                 **service_defaults,
                 **{name: value for name, value in own.items() if name.startswith(prefix)},
             }
+            # Where the proxy listens decides who reaches the service (its token check).
+            if "tls_proxy_listen_address" in own:
+                variables["tls_proxy_listen_address"] = own["tls_proxy_listen_address"]
             if service == "order_service":
                 result = _plan_order_service(
                     host, variables, checkout, problems, search=orders_search

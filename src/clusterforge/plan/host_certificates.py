@@ -1,0 +1,279 @@
+"""Server certificates for the hosts beside the cluster: the services' TLS proxy, PostgreSQL.
+
+The cluster's CA (:mod:`clusterforge.plan.cluster_pki`) issues them too, so one CA bundle
+lets every client verify every endpoint the toolkit serves. They differ from node
+certificates on purpose:
+
+- serverAuth only, and an OU of their own (``<OU> <purpose>``): ``plugins.security.nodes_dn``
+  is a pattern over the nodes' subject fields, and a proxy's key must never pass as a node;
+- they live in ``<pki dir>/hosts/``, out of reach of the nodes' retirement
+  (:func:`clusterforge.pki.pki.retire_node_certificates` reads the top directory only).
+
+A user who brings a certificate of their own for a host (a public CA's for a public name,
+or their own CA's) gives its chain and key files; they are checked (the key matches, the
+certificate is current and names the host) and used as they are, never renewed here.
+
+Issuing runs in an action once per host, in parallel with the other hosts, so every read
+and write of the PKI directory holds its lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from clusterforge.pki.pki import (
+    CA_PASSPHRASE_ENV,
+    PkiError,
+    SubjectFields,
+    certificate_expiry,
+    ensure_server_certificate,
+    load_or_create_ca,
+    split_alt_names,
+    write_ca_bundle,
+)
+from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX
+from clusterforge.plan.model import Cluster
+from clusterforge.schema import load_schema
+
+HOSTS_SUBDIR = "hosts"
+CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"
+# What each kind of host certificate serves: its OU suffix and file-name suffix.
+PURPOSES = {"tls_proxy": "services-proxy", "postgresql": "database"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class IssuingCa:
+    """Where the CA is and how to open it: the cluster's, or (no OpenSearch group in the
+    inventory) one made with the schema's defaults in the inventory's ``.pki``."""
+
+    pki_dir: Path
+    passphrase: bytes | None = field(repr=False)
+    cluster_name: str
+    cert_subject: Mapping[str, str]
+    renew_within_days: int
+    user_ca_cert: Path | None = None
+    user_ca_key: Path | None = None
+
+
+def issuing_ca_of_cluster(
+    cluster: Cluster, *, pki_dir: Path, passphrase: bytes | None
+) -> IssuingCa:
+    security = cluster.security
+    return IssuingCa(
+        pki_dir=pki_dir,
+        passphrase=passphrase,
+        cluster_name=cluster.name,
+        cert_subject=dict(security.cert_subject),
+        renew_within_days=security.renew_within_days,
+        user_ca_cert=Path(security.ca_cert_path) if security.ca_cert_path else None,
+        user_ca_key=Path(security.ca_key_path) if security.ca_key_path else None,
+    )
+
+
+def issuing_ca_without_cluster(
+    host_vars: Mapping[str, Any], *, inventory_dir: Path
+) -> IssuingCa:
+    """An inventory with services but no cluster: the CA in ``<inventory dir>/.pki`` (or
+    ``opensearch_pki_dir``), opened with ``opensearch_ca_passphrase`` or the environment."""
+    schema = load_schema()
+
+    def value(name: str) -> Any:
+        given = host_vars.get(name)
+        return schema.default_of(name) if given in (None, "") else given
+
+    passphrase = host_vars.get(CA_PASSPHRASE_VARIABLE) or os.environ.get(CA_PASSPHRASE_ENV)
+    configured = str(value("opensearch_pki_dir") or "")
+    return IssuingCa(
+        pki_dir=Path(configured) if configured else inventory_dir / ".pki",
+        passphrase=str(passphrase).encode() if passphrase else None,
+        cluster_name=str(value("opensearch_cluster_name")),
+        cert_subject=dict(value("opensearch_cert_subject")),
+        renew_within_days=int(value("opensearch_cert_renew_within_days")),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCertificate:
+    """What one host is given: its certificate chain, its key, and the bundle clients trust."""
+
+    host: str
+    purpose: str
+    certificate_pem: str
+    key_pem: str = field(repr=False)
+    ca_bundle_pem: str
+    serial: str
+    days_left: int
+    changed: bool
+    own: bool
+
+    def public(self) -> dict[str, Any]:
+        """Everything but the key (for results, previews and lab.json)."""
+        return {
+            "host": self.host,
+            "purpose": self.purpose,
+            "serial": self.serial,
+            "days_left": self.days_left,
+            "changed": self.changed,
+            "own": self.own,
+        }
+
+
+@contextmanager
+def _pki_lock(pki_dir: Path) -> Iterator[None]:
+    pki_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    descriptor = os.open(pki_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def certificate_file_name(host: str, purpose: str) -> str:
+    return f"{host}.{PURPOSES[purpose]}"
+
+
+def ensure_host_certificate(
+    ca_source: IssuingCa,
+    *,
+    host: str,
+    purpose: str,
+    alt_names: Sequence[str],
+    renew: bool = False,
+) -> HostCertificate:
+    """Issue (or reuse) ``host``'s certificate for ``purpose`` under the cluster's CA.
+
+    It is issued again when its names change, it nears its end
+    (``opensearch_cert_renew_within_days``), the CA changed, or ``renew`` (rotate-certs.yml).
+    """
+    if purpose not in PURPOSES:
+        raise PkiError(f"no host certificate purpose {purpose!r}; use one of {sorted(PURPOSES)}")
+    fields = dict(ca_source.cert_subject)
+    base_unit = str(fields.get("organizational_unit") or "clusterforge")
+    with _pki_lock(ca_source.pki_dir):
+        ca = load_or_create_ca(
+            ca_source.pki_dir,
+            passphrase=ca_source.passphrase,
+            subject=SubjectFields(
+                common_name=f"{ca_source.cluster_name}{CA_COMMON_NAME_SUFFIX}", **fields
+            ),
+            user_ca_cert=ca_source.user_ca_cert,
+            user_ca_key=ca_source.user_ca_key,
+        )
+        bundle = write_ca_bundle(ca_source.pki_dir, ca_cert_path=ca_source.user_ca_cert)
+        issued = ensure_server_certificate(
+            ca,
+            directory=ca_source.pki_dir / HOSTS_SUBDIR,
+            name=certificate_file_name(host, purpose),
+            subject=SubjectFields(
+                **{
+                    **fields,
+                    "common_name": host,
+                    "organizational_unit": f"{base_unit} {PURPOSES[purpose]}",
+                }
+            ),
+            alt_names=[host, *alt_names],
+            renew_within_days=ca_source.renew_within_days,
+            force=renew,
+        )
+        certificate_pem = issued.cert_path.read_text()
+        key_pem = issued.key_path.read_text()
+        bundle_pem = bundle.read_text()
+    certificate = x509.load_pem_x509_certificate(certificate_pem.encode())
+    return HostCertificate(
+        host=host,
+        purpose=purpose,
+        certificate_pem=certificate_pem,
+        key_pem=key_pem,
+        ca_bundle_pem=bundle_pem,
+        serial=f"{certificate.serial_number:x}",
+        days_left=certificate_expiry(certificate).days_left,
+        changed=issued.changed,
+        own=False,
+    )
+
+
+def own_host_certificate(
+    *,
+    host: str,
+    purpose: str,
+    cert_path: str,
+    key_path: str,
+    alt_names: Sequence[str],
+    ca_bundle_pem: str,
+    variable_prefix: str,
+) -> HostCertificate:
+    """A certificate the user gives for ``host`` (``<prefix>_cert_path`` and
+    ``<prefix>_key_path`` on the control node): checked, then used as it is."""
+    cert_variable, key_variable = f"{variable_prefix}_cert_path", f"{variable_prefix}_key_path"
+    if not cert_path or not key_path:
+        raise PkiError(
+            f"{host}: give both {cert_variable} and {key_variable} (your certificate chain "
+            "and its key, files on the control node), or neither to have the cluster's CA "
+            "issue one"
+        )
+    try:
+        chain_pem = Path(cert_path).read_text()
+        key_pem = Path(key_path).read_text()
+    except OSError as error:
+        raise PkiError(
+            f"{host}: cannot read {cert_variable} or {key_variable} ({error.strerror}: "
+            f"{error.filename}); fix the path"
+        ) from None
+    try:
+        chain = x509.load_pem_x509_certificates(chain_pem.encode())
+        key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    except (ValueError, TypeError):
+        raise PkiError(
+            f"{host}: {cert_variable} must hold PEM certificates (the host's first, then its "
+            f"intermediates) and {key_variable} an unencrypted PEM key"
+        ) from None
+    leaf = chain[0]
+    leaf_key = leaf.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    given_key = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    if leaf_key != given_key:
+        raise PkiError(
+            f"{host}: the key in {key_variable} does not belong to the first certificate "
+            f"of {cert_variable}; give the matching pair"
+        )
+    expiry = certificate_expiry(leaf)
+    if expiry.days_left < 0:
+        raise PkiError(f"{host}: the certificate in {cert_variable} has expired; renew it")
+    try:
+        named = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        named = x509.SubjectAlternativeName([])
+    wanted_dns, wanted_ips = split_alt_names([host, *alt_names])
+    covered = {str(name).lower() for name in named.get_values_for_type(x509.DNSName)} | {
+        str(address) for address in named.get_values_for_type(x509.IPAddress)
+    }
+    if not covered & ({name.lower() for name in wanted_dns} | set(wanted_ips)):
+        raise PkiError(
+            f"{host}: the certificate in {cert_variable} names none of "
+            f"{', '.join([*wanted_dns, *wanted_ips])} among its alternative names, so "
+            "clients would refuse it; issue it for the name clients use"
+        )
+    return HostCertificate(
+        host=host,
+        purpose=purpose,
+        certificate_pem=chain_pem,
+        key_pem=key_pem,
+        ca_bundle_pem=ca_bundle_pem,
+        serial=f"{leaf.serial_number:x}",
+        days_left=expiry.days_left,
+        changed=False,
+        own=True,
+    )

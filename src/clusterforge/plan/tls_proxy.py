@@ -1,0 +1,242 @@
+"""The services' TLS front: one nginx per service host, planned from the inventory.
+
+Each service on a host whose ``<service>_tls_proxy`` is true (the default) is served by
+the proxy on ``<service>_port`` over HTTPS, while the application itself binds
+``<service>_host`` (a loopback address) on ``<service>_app_port``. The proxy holds the
+HTTP edges for it: TLS with the cluster's protocols and suites (TLS 1.3 and 1.2, ECDHE
+with AEAD only), header size and read timeouts, a body cap per service, idle and
+per-client connection limits, and an access log with neither query strings nor the
+``Authorization`` header. A service whose ``<service>_tls_proxy`` is false has a proxy of
+the user's own in front: clusterforge then serves it as before and lets it bind off
+loopback.
+
+:func:`plan_tls_proxy` decides everything from the variables; :func:`render_nginx_conf`
+and :func:`render_unit` write the two files the role copies. Nothing here touches a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clusterforge.addresses import is_loopback_host
+from clusterforge.errors import InventoryError
+from clusterforge.plan.render import render_template
+from clusterforge.schema import load_schema
+
+# The services the proxy can front, in the order their server blocks are written.
+PROXIED_SERVICES = ("user_directory", "order_service")
+# The proxy caps a body at twice the service's own cap: a body up to that size still
+# reaches the service, which answers 413 in its own words (the spec's shape); anything
+# larger is refused by the proxy unread.
+BODY_CAP_FACTOR = 2
+# The order service's fixed body cap (clusterforge_orders.app.MAX_BODY_BYTES); the user
+# directory's is its variable user_directory_max_request_body_bytes.
+ORDER_SERVICE_MAX_BODY_BYTES = 64 * 1024
+# uvicorn closes an idle keep-alive connection after 5 s; the proxy must let go of its
+# idle upstream connections first, or it may send a request down one being closed.
+UPSTREAM_IDLE_SECONDS = 4
+
+# The cluster's suites by their JDK names (opensearch_tls_ciphers), as OpenSSL names them.
+_OPENSSL_TLS12_NAMES = {
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+}
+_TLS13_SUITES = ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProxiedService:
+    service: str
+    public_port: int
+    app_host: str
+    app_port: int
+    max_body_bytes: int
+
+    @property
+    def upstream(self) -> str:
+        host = f"[{self.app_host}]" if ":" in self.app_host else self.app_host
+        return f"{host}:{self.app_port}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsProxyPlan:
+    """One host's proxy: what it listens on, what it forwards to, and its edges."""
+
+    host: str
+    listen_address: str
+    services: tuple[ProxiedService, ...]
+    config_dir: str
+    service_name: str
+    user: str
+    header_timeout: int
+    body_timeout: int
+    keepalive_timeout: int
+    keepalive_requests: int
+    max_header_bytes: int
+    connections_per_client: int
+    worker_connections: int
+    tls_protocols: tuple[str, ...]
+    tls12_ciphers: tuple[str, ...]
+    tls13_suites: tuple[str, ...]
+
+    @property
+    def cert_path(self) -> str:
+        return f"{self.config_dir}/tls/proxy.pem"
+
+    @property
+    def key_path(self) -> str:
+        return f"{self.config_dir}/tls/proxy-key.pem"
+
+    @property
+    def ca_bundle_path(self) -> str:
+        return f"{self.config_dir}/tls/ca-bundle.pem"
+
+    @property
+    def config_path(self) -> str:
+        return f"{self.config_dir}/nginx.conf"
+
+    @property
+    def runtime_dir(self) -> str:
+        return f"/run/{self.service_name}"
+
+    def listen(self, port: int) -> str:
+        if not self.listen_address:
+            return str(port)
+        address = self.listen_address
+        return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+    def urls(self, reach: str) -> dict[str, str]:
+        """Each proxied service's base URL, reached at ``reach`` (an address or name)."""
+        host = self.listen_address or reach
+        host = f"[{host}]" if ":" in host else host
+        return {entry.service: f"https://{host}:{entry.public_port}" for entry in self.services}
+
+
+def _value(variables: Mapping[str, Any], name: str) -> Any:
+    given = variables.get(name)
+    return load_schema().default_of(name) if given is None else given
+
+
+def proxied(variables: Mapping[str, Any], service: str) -> bool:
+    """Whether clusterforge's proxy fronts ``service`` on this host (``<service>_tls_proxy``)."""
+    return bool(_value(variables, f"{service}_tls_proxy"))
+
+
+def check_service_bind(variables: Mapping[str, Any], service: str, *, host: str) -> list[str]:
+    """The service's own bind, as the proxy needs it: loopback, on a port of its own."""
+    if not proxied(variables, service):
+        return []
+    problems = []
+    bind = str(_value(variables, f"{service}_host") or "")
+    port, app_port = _value(variables, f"{service}_port"), _value(variables, f"{service}_app_port")
+    if not is_loopback_host(bind):
+        problems.append(
+            f"{service}_host is {bind or '(empty: every address)'!r} on {host}, but "
+            f"clusterforge's TLS proxy serves {service} on port {port} and the application "
+            f"must then be reachable on loopback only; set {service}_host: 127.0.0.1, or, "
+            f"with a TLS proxy or load balancer of your own in front, {service}_tls_proxy: false"
+        )
+    if str(port) == str(app_port):
+        problems.append(
+            f"{service}_app_port equals {service}_port ({port}) on {host}: the proxy listens "
+            f"on {service}_port and the application on {service}_app_port; give them "
+            "different ports"
+        )
+    return problems
+
+
+def plan_tls_proxy(
+    host: str,
+    variables: Mapping[str, Any],
+    services: Sequence[str],
+    *,
+    tls_protocols: Sequence[str],
+    tls_ciphers: Sequence[str],
+) -> TlsProxyPlan | None:
+    """The proxy of ``host``, which runs ``services``; None when none of them is proxied.
+
+    ``variables`` are the host's (``tls_proxy_*`` and the services'); the TLS protocols and
+    suites are the cluster's (``opensearch_tls_*``), so every listener has one profile.
+    """
+    problems: list[str] = []
+    entries = []
+    for service in PROXIED_SERVICES:
+        if service not in services or not proxied(variables, service):
+            continue
+        problems += check_service_bind(variables, service, host=host)
+        body = (
+            int(_value(variables, "user_directory_max_request_body_bytes"))
+            if service == "user_directory"
+            else ORDER_SERVICE_MAX_BODY_BYTES
+        )
+        entries.append(
+            ProxiedService(
+                service=service,
+                public_port=int(_value(variables, f"{service}_port")),
+                app_host=str(_value(variables, f"{service}_host")),
+                app_port=int(_value(variables, f"{service}_app_port")),
+                max_body_bytes=body * BODY_CAP_FACTOR,
+            )
+        )
+    if not entries:
+        return None
+    ports = [entry.public_port for entry in entries] + [entry.app_port for entry in entries]
+    if len(set(ports)) != len(ports):
+        problems.append(
+            f"the services on {host} share a port among "
+            + ", ".join(
+                f"{entry.service}_port {entry.public_port}, {entry.service}_app_port "
+                f"{entry.app_port}"
+                for entry in entries
+            )
+            + "; give each its own"
+        )
+    ciphers = [_OPENSSL_TLS12_NAMES[name] for name in tls_ciphers if name in _OPENSSL_TLS12_NAMES]
+    suites = [name for name in tls_ciphers if name in _TLS13_SUITES]
+    if "TLSv1.2" in tls_protocols and not ciphers:
+        problems.append("opensearch_tls_ciphers has no TLS 1.2 suite the proxy knows; add one")
+    if problems:
+        raise InventoryError(problems)
+    return TlsProxyPlan(
+        host=host,
+        listen_address=str(_value(variables, "tls_proxy_listen_address") or ""),
+        services=tuple(entries),
+        config_dir=str(_value(variables, "tls_proxy_config_dir")),
+        service_name=str(_value(variables, "tls_proxy_service_name")),
+        user=str(_value(variables, "tls_proxy_user")),
+        header_timeout=int(_value(variables, "tls_proxy_header_timeout")),
+        body_timeout=int(_value(variables, "tls_proxy_body_timeout")),
+        keepalive_timeout=int(_value(variables, "tls_proxy_keepalive_timeout")),
+        keepalive_requests=int(_value(variables, "tls_proxy_keepalive_requests")),
+        max_header_bytes=int(_value(variables, "tls_proxy_max_header_bytes")),
+        connections_per_client=int(_value(variables, "tls_proxy_connections_per_client")),
+        worker_connections=int(_value(variables, "tls_proxy_worker_connections")),
+        # nginx writes its protocols oldest first; the set is what counts.
+        tls_protocols=tuple(sorted(tls_protocols)),
+        tls12_ciphers=tuple(ciphers),
+        tls13_suites=tuple(suites),
+    )
+
+
+def render_nginx_conf(plan: TlsProxyPlan) -> str:
+    return render_template(
+        "tls-proxy-nginx.conf.j2", proxy=plan, upstream_idle_seconds=UPSTREAM_IDLE_SECONDS
+    )
+
+
+def render_unit(plan: TlsProxyPlan) -> str:
+    return render_template("tls-proxy.service.j2", proxy=plan)
+
+
+def planned_files(plan: TlsProxyPlan) -> dict[str, str]:
+    """The proxy's files by their path on the host (certificates aside)."""
+    return {
+        plan.config_path: render_nginx_conf(plan),
+        f"/etc/systemd/system/{plan.service_name}.service": render_unit(plan),
+    }
