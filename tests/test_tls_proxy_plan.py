@@ -5,6 +5,7 @@ molecule scenarios; here, `nginx -t` checks the rendered file where nginx is ins
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.pki.pki import PkiError
+from clusterforge.pki.pki import PkiError, SubjectFields
 from clusterforge.plan.cluster_pki import nodes_dn_pattern
 from clusterforge.plan.host_certificates import (
     ensure_host_certificate,
@@ -23,7 +24,6 @@ from clusterforge.plan.host_certificates import (
 )
 from clusterforge.plan.services_plan import plan_services
 from clusterforge.plan.tls_proxy import plan_tls_proxy, render_nginx_conf, render_unit
-from clusterforge.pki.pki import SubjectFields
 from clusterforge.schema import load_schema
 
 SCHEMA = load_schema()
@@ -65,15 +65,15 @@ def test_the_tls_profile_is_the_clusters_aead_suites_only() -> None:
     assert "ssl_protocols TLSv1.2 TLSv1.3;" in conf
     ciphers = next(line for line in conf.splitlines() if "ssl_ciphers" in line)
     assert "ECDHE-RSA-AES256-GCM-SHA384" in ciphers
-    assert "CBC" not in ciphers and "SHA1" not in ciphers and "DHE-RSA" not in ciphers.replace(
-        "ECDHE-RSA", ""
+    assert (
+        "CBC" not in ciphers
+        and "SHA1" not in ciphers
+        and "DHE-RSA" not in ciphers.replace("ECDHE-RSA", "")
     )
     assert all(part.startswith("ECDHE-") for part in ciphers.split()[1].rstrip(";").split(":"))
     assert "ssl_conf_command Ciphersuites TLS_AES_256_GCM_SHA384" in conf
     # Only TLS 1.3 kept: nginx is told so.
-    only13 = plan_tls_proxy(
-        "apps-1", {}, BOTH, tls_protocols=("TLSv1.3",), tls_ciphers=CIPHERS
-    )
+    only13 = plan_tls_proxy("apps-1", {}, BOTH, tls_protocols=("TLSv1.3",), tls_ciphers=CIPHERS)
     assert only13 is not None
     assert "ssl_protocols TLSv1.3;" in render_nginx_conf(only13)
 
@@ -101,7 +101,7 @@ def test_the_edges_and_a_log_without_query_strings_or_tokens() -> None:
 
 def test_a_service_off_loopback_behind_the_proxy_is_refused_naming_the_fix() -> None:
     with pytest.raises(InventoryError) as refused:
-        _plan({"user_directory_host": "0.0.0.0", "order_service_app_port": 8082})
+        _plan({"user_directory_host": "0.0.0.0", "order_service_app_port": 8082})  # noqa: S104
     message = str(refused.value)
     assert "user_directory_host is '0.0.0.0'" in message
     assert "user_directory_tls_proxy: false" in message
@@ -112,7 +112,7 @@ def test_a_proxy_of_the_users_own_lets_the_service_bind_anywhere_and_has_no_ngin
     variables = {
         "user_directory_tls_proxy": False,
         "order_service_tls_proxy": False,
-        "user_directory_host": "0.0.0.0",
+        "user_directory_host": "0.0.0.0",  # noqa: S104 (a bind allowed behind a proxy of one's own)
     }
     assert _plan(variables) is None
     only_orders = _plan({"user_directory_tls_proxy": False})
@@ -189,8 +189,6 @@ def test_a_proxy_certificate_is_server_only_and_can_never_pass_as_a_node(tmp_pat
     assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == ["10.20.0.21"]
     # The nodes' DN pattern does not admit it, although its other subject fields match.
     pattern = nodes_dn_pattern(SubjectFields(common_name="admin"), "admin").strip("/")
-    import re
-
     assert not re.match(pattern, certificate.subject.rfc4514_string())
     node_like = SubjectFields(common_name="apps-1").to_name().rfc4514_string()
     assert re.match(pattern, node_like)  # the same CN with the nodes' OU would pass

@@ -184,6 +184,12 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             )
         for path, content in ((plan.cert_path, chain_pem), (plan.ca_bundle_path, bundle_pem)):
             files.append(
-                {"path": path, "content": content, "owner": "root", "group": plan.user, "mode": "0644"}
+                {
+                    "path": path,
+                    "content": content,
+                    "owner": "root",
+                    "group": plan.user,
+                    "mode": "0644",
+                }
             )
         return files

@@ -45,7 +45,7 @@ from clusterforge.plan.model import Cluster
 from clusterforge.schema import load_schema
 
 HOSTS_SUBDIR = "hosts"
-CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"
+CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 (a variable name)
 # What each kind of host certificate serves: its OU suffix and file-name suffix.
 PURPOSES = {"tls_proxy": "services-proxy", "postgresql": "database"}
 
@@ -79,9 +79,7 @@ def issuing_ca_of_cluster(
     )
 
 
-def issuing_ca_without_cluster(
-    host_vars: Mapping[str, Any], *, inventory_dir: Path
-) -> IssuingCa:
+def issuing_ca_without_cluster(host_vars: Mapping[str, Any], *, inventory_dir: Path) -> IssuingCa:
     """An inventory with services but no cluster: the CA in ``<inventory dir>/.pki`` (or
     ``opensearch_pki_dir``), opened with ``opensearch_ca_passphrase`` or the environment."""
     schema = load_schema()
