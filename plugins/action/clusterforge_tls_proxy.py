@@ -119,6 +119,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "service_name": plan.service_name,
             "unit_path": f"/etc/systemd/system/{plan.service_name}.service",
             "ca_bundle_path": plan.ca_bundle_path,
+            # What verifies the proxy from the control node (rotate-certs.yml's wait).
+            "ca_bundle_control_path": str(ca_source.pki_dir / "ca-bundle.pem"),
             "own_certificate": certificate.own,
             "urls": plan.urls(reach),
             "health": {
