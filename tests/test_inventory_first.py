@@ -67,7 +67,7 @@ BASE_VARS: dict[str, Any] = {
     ],
 }
 USERDIR_VARS: dict[str, Any] = {
-    "user_directory_host": "0.0.0.0",  # noqa: S104 - a bind address in a test inventory
+    "user_directory_host": "127.0.0.1",
     "user_directory_auth_tokens": ["invfirst-userdir-token-0123456789"],
 }
 

@@ -64,6 +64,11 @@ def cluster_nodes(
     return [(f"os-{i}", {"ansible_host": f"127.0.0.{70 + i}", **common}) for i in (1, 2, 3)]
 
 
+# The order service reached on loopback alone (its TLS proxy there): it may run without
+# a token, which these tests of delivery do not care about.
+LOOPBACK_PROXY = {"tls_proxy_listen_address": "127.0.0.1"}
+
+
 def plan_with_orders(
     inventory: Path, mode: str = "tls", *, service: dict[str, Any] | None = None, **kwargs: Any
 ) -> dict[str, Any]:
@@ -71,7 +76,7 @@ def plan_with_orders(
         cluster_nodes(inventory, mode, **kwargs),
         inventory_dir=inventory,
         fetch=False,
-        services_vars={"order_service": [("apps-1", dict(service or {}))]},
+        services_vars={"order_service": [("apps-1", {**LOOPBACK_PROXY, **(service or {})})]},
     )
 
 
@@ -206,7 +211,9 @@ def test_the_settings_files_content_has_the_password_and_the_service_accepts_it(
     assert search is not None
     password = (tls_inventory / ".opensearch" / "orders-writer.password").read_text().strip()
     assert password not in repr(search)
-    planned = plan_services({"order_service": ["apps-1"]}, {"apps-1": {}}, orders_search=search)
+    planned = plan_services(
+        {"order_service": ["apps-1"]}, {"apps-1": LOOPBACK_PROXY}, orders_search=search
+    )
     settings = planned["apps-1"]["order_service"]
     assert password not in repr(settings)
     assert password not in json.dumps(settings.as_dict())

@@ -239,7 +239,15 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
                                 },
                             }
                         },
-                        "order_service": {"hosts": {"localhost": {"ansible_connection": "local"}}},
+                        "order_service": {
+                            "hosts": {
+                                "localhost": {
+                                    "ansible_connection": "local",
+                                    # Reached on loopback alone: no token needed.
+                                    "tls_proxy_listen_address": "127.0.0.1",
+                                }
+                            }
+                        },
                     }
                 }
             }

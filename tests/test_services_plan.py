@@ -24,13 +24,21 @@ TOKEN = "t0ken-of-the-test-0123456789"
 EVERY_ADDRESS = "0.0.0.0"  # noqa: S104 (the bind these tests are about)
 
 
+def without_proxy(service: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """The service's own settings as served without clusterforge's TLS proxy (a proxy of
+    the user's own in front): what these tests are about. The proxy's own rules are
+    tests/test_tls_proxy_plan.py's."""
+    return {f"{service}_tls_proxy": False, **variables}
+
+
 def plan_one(service: str, **variables: Any) -> Any:
-    return plan_services({service: ["svc-1"]}, {"svc-1": variables})["svc-1"][service]
+    hostvars = {"svc-1": without_proxy(service, variables)}
+    return plan_services({service: ["svc-1"]}, hostvars)["svc-1"][service]
 
 
 def problems_of(service: str, **variables: Any) -> list[str]:
     with pytest.raises(InventoryError) as raised:
-        plan_services({service: ["svc-1"]}, {"svc-1": variables})
+        plan_services({service: ["svc-1"]}, {"svc-1": without_proxy(service, variables)})
     return raised.value.problems
 
 
@@ -141,11 +149,14 @@ def example_user_directory_hosts() -> dict[str, dict[str, Any]]:
     return dict(service_vars(reader, "user_directory"))
 
 
-def test_the_example_user_directory_binds_every_address_with_a_vaulted_token() -> None:
+def test_the_example_user_directory_serves_every_address_with_a_vaulted_token() -> None:
     hosts = example_user_directory_hosts()
     assert list(hosts) == ["app-1"]
     variables = hosts["app-1"]
-    assert variables["user_directory_host"] == EVERY_ADDRESS
+    # The application on loopback, the TLS proxy on every address (its default).
+    assert variables["user_directory_host"] == "127.0.0.1"
+    assert variables["user_directory_tls_proxy"] is True
+    assert "tls_proxy_listen_address" not in variables
     [token] = variables["user_directory_auth_tokens"]
     assert token.startswith("Example-Only-")
     vault = EXAMPLE / "group_vars" / "user_directory" / "vault.yml"
@@ -190,8 +201,12 @@ def test_every_host_and_every_problem_is_reported_at_once() -> None:
         plan_services(
             {"user_directory": ["a", "b"], "order_service": ["a"]},
             {
-                "a": {"user_directory_port": 0, "order_service_port": "high"},
-                "b": {"user_directory_max_page_size": 1},
+                "a": {
+                    "user_directory_port": 0,
+                    "order_service_port": "high",
+                    "tls_proxy_listen_address": "127.0.0.1",
+                },
+                "b": {"user_directory_max_page_size": 1, "tls_proxy_listen_address": "127.0.0.1"},
             },
         )
     text = str(raised.value)
@@ -271,7 +286,7 @@ def test_order_service_tokens_are_checked_and_never_printed() -> None:
         assert not any("short-one" in problem for problem in problems)
 
 
-def test_the_example_order_service_binds_every_address_with_a_vaulted_token() -> None:
+def test_the_example_order_service_serves_every_address_with_a_vaulted_token() -> None:
     from clusterforge.inventory.reader import InventoryReader
     from clusterforge.inventory.variables import service_vars
 
@@ -280,7 +295,8 @@ def test_the_example_order_service_binds_every_address_with_a_vaulted_token() ->
     )
     hosts = dict(service_vars(reader, "order_service"))
     variables = hosts["app-1"]
-    assert variables["order_service_host"] == EVERY_ADDRESS
+    assert variables["order_service_host"] == "127.0.0.1"
+    assert variables["order_service_tls_proxy"] is True
     [token] = variables["order_service_auth_tokens"]
     assert token.startswith("Example-Only-")
     vault = EXAMPLE / "group_vars" / "order_service" / "vault.yml"
@@ -361,10 +377,11 @@ WITHOUT_THE_SERVICES_RUNTIME = textwrap.dedent(
     from clusterforge.plan.services_plan import plan_services
 
     groups = {{"user_directory": ["a"], "order_service": ["a"]}}
-    planned = plan_services(groups, {{"a": {{}}}})
+    on_loopback = {{"tls_proxy_listen_address": "127.0.0.1"}}
+    planned = plan_services(groups, {{"a": on_loopback}})
     print(sorted(planned["a"]))
     try:
-        plan_services(groups, {{"a": {{"order_service_port": 0}}}})
+        plan_services(groups, {{"a": {{**on_loopback, "order_service_port": 0}}}})
     except InventoryError as error:
         print(error.problems[0].split(" ")[0])
     loaded = [name for name in sys.modules if name.split(".")[0] in Refuse.blocked]
@@ -393,5 +410,7 @@ def test_the_plan_needs_neither_fastapi_nor_sqlalchemy_nor_the_service_packages(
 def test_an_installed_copy_serves_when_there_is_no_checkout() -> None:
     # This virtualenv has both services installed (editable), as a control node would
     # have them with pip install --no-deps.
-    planned = plan_services({"order_service": ["a"]}, {"a": {}}, checkout=None)
+    planned = plan_services(
+        {"order_service": ["a"]}, {"a": {"tls_proxy_listen_address": "127.0.0.1"}}, checkout=None
+    )
     assert planned["a"]["order_service"].file_name == "orders.yml"

@@ -465,9 +465,10 @@ def write_vaulted_inventory(root: Path, vault_password: str) -> Path:
         "        search-1: {ansible_host: 127.0.0.11}\n"
         "        search-2: {ansible_host: 127.0.0.12, opensearch_node_roles: [data, ingest]}\n"
         "    user_directory:\n      hosts:\n"
-        "        app-1: {ansible_host: 127.0.0.21, user_directory_host: 0.0.0.0}\n"
+        "        app-1: {ansible_host: 127.0.0.21, user_directory_host: 0.0.0.0,"
+        " user_directory_tls_proxy: false}\n"
         "    order_service:\n      hosts:\n"
-        "        app-2: {ansible_host: 10.20.0.22}\n"
+        "        app-2: {ansible_host: 10.20.0.22, tls_proxy_listen_address: 127.0.0.1}\n"
     )
     (root / "group_vars" / "opensearch").mkdir()
     (root / "group_vars" / "opensearch" / "vars.yml").write_text(
@@ -503,7 +504,8 @@ def test_an_inventory_with_a_vaulted_password(tmp_path: Path) -> None:
     assert target.renew_within_days == 45
     assert target.console is None
     assert dict(target.services) == {"user_directory": "http://127.0.0.21:8081/mock-api/health"}
-    assert "127.0.0.1 on app-2" in target.unchecked_services["orders"]
+    # Behind the TLS proxy (the default) the service is reached where the proxy listens.
+    assert "tls_proxy_listen_address is 127.0.0.1 on app-2" in target.unchecked_services["orders"]
     with pytest.raises(StatusConfigError, match="vault"):
         load_inventory(inventory, None)
 
@@ -530,3 +532,20 @@ def test_when_no_node_answers_membership_and_security_are_unknown_not_missing() 
     assert all(node["in_cluster"] is None for node in report["nodes"])
     assert report["security"]["initialized"] is None
     assert "UNREACHABLE" in status.render_table(report)
+
+
+def test_a_service_behind_the_tls_proxy_is_checked_over_https_where_the_proxy_listens() -> None:
+    from clusterforge.status.target import _inventory_services
+
+    groups = {
+        "user_directory": [("app-1", {"user_directory_port": 8081})],
+        "order_service": [
+            ("app-1", {"order_service_port": 8082, "tls_proxy_listen_address": "10.0.0.9"})
+        ],
+    }
+    services, unchecked = _inventory_services(groups, {"app-1": "10.20.0.21"})
+    assert services == {
+        "user_directory": "https://10.20.0.21:8081/mock-api/health",
+        "orders": "https://10.0.0.9:8082/health",
+    }
+    assert unchecked == {}

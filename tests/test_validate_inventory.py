@@ -60,7 +60,7 @@ def test_the_check_of_a_tls_inventory_with_order_delivery_writes_nothing(tmp_pat
     validated = validate_inventory(
         nodes(inventory),
         inventory_dir=inventory,
-        services_vars={"order_service": [("apps-1", {})]},
+        services_vars={"order_service": [("apps-1", {"tls_proxy_listen_address": "127.0.0.1"})]},
     )
     assert validated.orders_search is not None  # delivery is on: a password to generate
     assert files_under(inventory) == [], "the check wrote on the control node"
@@ -69,7 +69,7 @@ def test_the_check_of_a_tls_inventory_with_order_delivery_writes_nothing(tmp_pat
         nodes(inventory),
         inventory_dir=inventory,
         fetch=False,
-        services_vars={"order_service": [("apps-1", {})]},
+        services_vars={"order_service": [("apps-1", {"tls_proxy_listen_address": "127.0.0.1"})]},
     )
     password_file = generated_password_path(inventory, "orders-writer")
     assert password_file.is_file()
@@ -158,7 +158,7 @@ def test_a_services_only_inventory_is_checked_without_a_cluster(tmp_path: Path) 
     validated = validate_inventory(
         [],
         inventory_dir=tmp_path,
-        services_vars={"user_directory": [("apps-1", {"user_directory_host": "127.0.0.1"})]},
+        services_vars={"user_directory": [("apps-1", {"tls_proxy_listen_address": "127.0.0.1"})]},
     )
     assert validated.cluster is None
     with pytest.raises(InventoryError) as refused:

@@ -891,7 +891,7 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
             f"service  orders          {services['orders']}/orders  "
             f"(bearer token in {facts['orders_token_file']})"
         )
-    if services:
+    if services and facts.get("services_ca_cert"):
         lines.append(f"services verify with --cacert {facts['services_ca_cert']}")
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",

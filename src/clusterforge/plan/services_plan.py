@@ -266,7 +266,10 @@ def _plan_user_directory(
     from pydantic import ValidationError
 
     before = len(problems)
-    _check_int(problems, variables, "user_directory_port", 1, 65535)
+    if proxied(variables, "user_directory"):
+        problems.extend(check_service_bind(variables, "user_directory", host=host))
+    else:
+        _check_int(problems, variables, "user_directory_port", 1, 65535)
     _check_int(problems, variables, "user_directory_workers", 1, None)
     tokens = _token_list(problems, variables, "user_directory_auth_tokens", "vault_userdir_token")
     database_url = _effective_database_url(
@@ -302,7 +305,6 @@ def _plan_user_directory(
         )
         return None
     _check_user_directory_exposure(problems, variables, settings.accepted_tokens(), host=host)
-    problems.extend(check_service_bind(variables, "user_directory", host=host))
     if len(problems) > before:
         return None
     environment: dict[str, str] = {}
@@ -327,7 +329,7 @@ def _plan_user_directory(
         public_content=public_content,
         arguments={
             "host": str(variables.get("user_directory_host")),
-            "port": _application_port(variables, "user_directory"),
+            "port": int(_application_port(variables, "user_directory")),
             "workers": int(variables["user_directory_workers"]),
         },
     )
@@ -443,10 +445,11 @@ def _plan_order_service(
     )
 
 
-def _application_port(variables: Mapping[str, Any], service: str) -> int:
-    """Where the application itself listens: behind the proxy, ``<service>_app_port``."""
+def _application_port(variables: Mapping[str, Any], service: str) -> Any:
+    """Where the application itself listens: behind the proxy, ``<service>_app_port``
+    (as given: the service's settings model or the caller checks it)."""
     name = f"{service}_app_port" if proxied(variables, service) else f"{service}_port"
-    return int(variables[name])
+    return variables[name]
 
 
 def _plain(value: Any) -> Any:

@@ -128,6 +128,16 @@ def proxied(variables: Mapping[str, Any], service: str) -> bool:
     return bool(_value(variables, f"{service}_tls_proxy"))
 
 
+def _is_port(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return False
+    return str(number) == str(value).strip() and 1 <= number <= 65535
+
+
 def check_service_bind(variables: Mapping[str, Any], service: str, *, host: str) -> list[str]:
     """The service's own bind, as the proxy needs it: loopback, on a port of its own."""
     if not proxied(variables, service):
@@ -135,6 +145,13 @@ def check_service_bind(variables: Mapping[str, Any], service: str, *, host: str)
     problems = []
     bind = str(_value(variables, f"{service}_host") or "")
     port, app_port = _value(variables, f"{service}_port"), _value(variables, f"{service}_app_port")
+    for name, value in ((f"{service}_port", port), (f"{service}_app_port", app_port)):
+        if not _is_port(value):
+            problems.append(
+                f"{name} (host {host}) is {value!r}; set it to a port number from 1 to 65535"
+            )
+    if problems:
+        return problems
     if not is_loopback_host(bind):
         problems.append(
             f"{service}_host is {bind or '(empty: every address)'!r} on {host}, but "

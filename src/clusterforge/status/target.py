@@ -19,6 +19,7 @@ from clusterforge.inventory.reader import InventoryReadError
 from clusterforge.inventory.variables import read_inventory
 from clusterforge.plan.cluster_pki import resolve_pki_dir
 from clusterforge.plan.console import build_consoles
+from clusterforge.plan.tls_proxy import proxied
 from clusterforge.schema import load_schema
 
 DEFAULT_RENEW_WITHIN_DAYS: int = load_schema().default_of("opensearch_cert_renew_within_days")
@@ -197,7 +198,12 @@ def _inventory_services(
     for name, group in _INVENTORY_SERVICES:
         for host, host_vars in groups.get(group, []):
             key = name if len(groups[group]) == 1 else f"{name}@{host}"
-            bind = str(host_vars.get(f"{group}_host", "127.0.0.1"))
+            scheme, bind_variable = "http", f"{group}_host"
+            if proxied(host_vars, group):
+                # Reached through the TLS proxy, where it listens (roles/tls_proxy).
+                scheme, bind_variable = "https", "tls_proxy_listen_address"
+            default_bind = "127.0.0.1" if scheme == "http" else ""
+            bind = str(host_vars.get(bind_variable, default_bind) or default_bind)
             port = host_vars.get(f"{group}_port")
             reach = addresses.get(host) or host
             if port is None:
@@ -205,12 +211,12 @@ def _inventory_services(
                 continue
             if is_loopback_host(bind) and not is_loopback_host(reach):
                 unchecked[key] = (
-                    f"{group}_host is {bind} on {host}: only that host can reach it "
+                    f"{bind_variable} is {bind} on {host}: only that host can reach it "
                     "(the role's own health check covers it)"
                 )
                 continue
             address = reach if bind in _WILDCARD_BINDS or is_loopback_host(bind) else bind
             if ":" in address:
                 address = f"[{address}]"
-            services[key] = service_health_url(name, f"http://{address}:{port}")
+            services[key] = service_health_url(name, f"{scheme}://{address}:{port}")
     return services, unchecked

@@ -88,7 +88,11 @@ def run_load(lab_json: Path, seconds: float, stop: threading.Event | None = None
     with _client(services["user_directory"], ca, userdir_token) as setup:
         created = setup.post(
             "/mock-api/users",
-            json={"username": f"load-{time.time_ns()}", "nickname": "Load", "mobile": "13800138000"},
+            json={
+                "username": f"load-{time.time_ns()}",
+                "nickname": "Load",
+                "mobile": "13800138000",
+            },
         )
         created.raise_for_status()
         user_id = created.json()["id"]
