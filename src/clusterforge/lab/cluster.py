@@ -228,6 +228,7 @@ class Lab:
         self.secrets_dir = lab_dir / ".secrets"
         # Hidden: Ansible reads every other file of an inventory directory as inventory.
         self.pki_dir = lab_dir / ".pki"
+        self._ssh_errors: dict[str, str] = {}
 
     def secret_file(self, name: str) -> Path:
         return self.secrets_dir / name
@@ -368,6 +369,7 @@ class Lab:
         for node in nodes:
             say(f"removing container {node.container} (drained and stopped by the playbook)")
             run(["docker", "rm", "-f", node.container])
+            self._forget_host_key(node)
             state_dir = self.lab_dir / ".state" / node.inventory_name
             (state_dir / "sshd.conf").unlink(missing_ok=True)
             if state_dir.is_dir():
@@ -428,15 +430,18 @@ class Lab:
                 f"sshd on {node.inventory_name} ({node.address}:{node.ssh_port})",
                 functools.partial(self._ssh_works, node),
                 timeout_s=120,
+                last_error=functools.partial(self.last_ssh_error, node),
             )
         return nodes, apps_node
 
     def remove_apps(self) -> None:
         """``--no-apps`` on a lab that had them: the services' container goes."""
         apps = LabNode(APPS_HOST, "", 0)
-        if _container_state(apps.container) is not None:
+        state = _container_state(apps.container)
+        if state is not None:
             say(f"removing container {apps.container} (--no-apps)")
             run(["docker", "rm", "-f", apps.container])
+            self._forget_host_key(self._planned_apps(_container_network_mode(state)))
 
     def _ssh_options(self) -> list[str]:
         return [
@@ -461,7 +466,24 @@ class Lab:
             f"root@{node.address}",
             "true",
         ]
-        return run(command, check=False).returncode == 0
+        answer = run(command, check=False)
+        # ssh's own last line says why ("REMOTE HOST IDENTIFICATION HAS CHANGED", refused).
+        lines = [line for line in answer.stderr.decode(errors="replace").splitlines() if line]
+        self._ssh_errors[node.address] = lines[-1] if lines else ""
+        return answer.returncode == 0
+
+    def last_ssh_error(self, node: LabNode) -> str:
+        return self._ssh_errors.get(node.address, "")
+
+    def _forget_host_key(self, node: LabNode) -> None:
+        """A removed container's key leaves the lab's known_hosts: a new container at the
+        same address has a new key, which ssh would refuse as a changed identity."""
+        known_hosts = self.ssh_dir / "known_hosts"
+        if not known_hosts.is_file() or node.address in ("", "0.0.0.0"):  # noqa: S104
+            return
+        entry = node.address if node.ssh_port == 22 else f"[{node.address}]:{node.ssh_port}"
+        run(["ssh-keygen", "-R", entry, "-f", str(known_hosts)], check=False)
+        known_hosts.with_name("known_hosts.old").unlink(missing_ok=True)
 
     # -- inventory and playbook -------------------------------------------------------
 

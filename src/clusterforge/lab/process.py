@@ -42,14 +42,21 @@ def wait_until(
     timeout_s: float,
     interval_s: float = 1.0,
     progress_every_s: float = 10.0,
+    last_error: Callable[[], str] | None = None,
 ) -> None:
-    """Poll ``probe`` until it is true, printing a progress line every so often."""
+    """Poll ``probe`` until it is true, printing a progress line every so often.
+
+    ``last_error`` says why the last probe failed (the giving-up message quotes it)."""
     started = time.monotonic()
     last_report = started
     while not probe():
         now = time.monotonic()
         if now - started > timeout_s:
-            raise LabError(f"gave up waiting for {what} after {timeout_s:.0f}s")
+            why = last_error() if last_error else ""
+            raise LabError(
+                f"gave up waiting for {what} after {timeout_s:.0f}s"
+                + (f"; the last attempt said: {why}" if why else "")
+            )
         if now - last_report >= progress_every_s:
             say(f"still waiting for {what} ({now - started:.0f}s)")
             last_report = now
