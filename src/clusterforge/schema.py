@@ -1,6 +1,6 @@
 """The inventory schema: every variable declared once, in ``schema.yml`` beside this module.
 
-The model (:mod:`clusterforge.model`) and the console (:mod:`clusterforge.console`)
+The model (:mod:`clusterforge.plan.model`) and the console (:mod:`clusterforge.plan.console`)
 check values against it; :func:`generated_files` derives from it each role's
 ``defaults/main.yml``, ``meta/argument_specs.yml`` and the variable tables (docs/variables.md
 and each role's README), and the generated YAML blocks of a few more files (the services
