@@ -8,6 +8,7 @@ bool; anything else is still refused, naming the variable.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,33 @@ def test_an_extra_var_true_prunes_as_the_json_form_does(
     read = read_inventory(inventory, extra_vars=extra_vars)
     plan = build_plan(read.nodes, inventory_dir=read.directory, fetch=False)
     assert plan["cluster_config"]["prune"] is expected
+
+
+def test_a_service_boolean_is_read_as_ansible_reads_it_by_the_services_model() -> None:
+    # The services' own settings models read service-scoped booleans; their reading
+    # matches Ansible's (and the schema's).
+    from clusterforge.plan.services_plan import plan_services
+
+    for given, expected in (("true", True), ("Off", False), ("1", True)):
+        variables = {"order_service_access_log": given}
+        planned = plan_services({"order_service": ["svc-1"]}, {"svc-1": variables})
+        assert planned["svc-1"]["order_service"].public["orders"]["access-log"] is expected
+
+
+ROLES = Path(__file__).resolve().parents[1] / "roles"
+GENERATED_OR_DOCUMENTING = {"defaults", "meta"}
+
+
+@pytest.mark.parametrize("name", BOOLEAN_VARIABLES)
+def test_the_roles_read_a_declared_boolean_through_the_bool_filter(name: str) -> None:
+    # Role argument specs validate `-e name=false` but hand the role the string 'false',
+    # which Jinja's `not` and `if` read as true: every use in a role goes through `| bool`.
+    unfiltered = []
+    for path in sorted(ROLES.rglob("*.yml")):
+        if GENERATED_OR_DOCUMENTING & set(path.relative_to(ROLES).parts):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            for match in re.finditer(rf"\b{name}\b(?!\s*\|\s*bool\b)", code):
+                unfiltered.append(f"{path.relative_to(ROLES)}:{number}: {match.group(0)}")
+    assert not unfiltered, unfiltered
