@@ -8,32 +8,45 @@ from pathlib import Path
 from types import ModuleType
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+# The collection name under which the plugins import the code they share
+# (plugins/plugin_utils), as Ansible's collection loader provides it in a run.
+PLUGIN_UTILS = "ansible_collections.clusterforge.stack.plugins.plugin_utils"
 
 
-def load_plugin(kind: str, name: str) -> ModuleType:
-    """``plugins/<kind>/<name>.py``, e.g. ``load_plugin("filter", "clusterforge")``."""
-    spec = importlib.util.spec_from_file_location(
-        f"clusterforge_{kind}_{name}", PLUGINS / kind / f"{name}.py"
-    )
+def _load_file(module_name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def load_action_using_api(name: str) -> ModuleType:
-    """An action plugin that imports clusterforge_api by its collection name
-    (``ansible_collections.clusterforge.stack.plugins.action.clusterforge_api``): outside
-    Ansible's loader that name is given for the import only, then taken back."""
-    api = load_plugin("action", "clusterforge_api")
-    path = "ansible_collections.clusterforge.stack.plugins.action"
-    names = [".".join(path.split(".")[: index + 1]) for index in range(len(path.split(".")))]
-    added = [name for name in [*names, f"{path}.clusterforge_api"] if name not in sys.modules]
-    for added_name in added:
-        sys.modules[added_name] = ModuleType(added_name)
-    sys.modules[f"{path}.clusterforge_api"] = api
+def load_plugin(kind: str, name: str) -> ModuleType:
+    """``plugins/<kind>/<name>.py``, e.g. ``load_plugin("filter", "clusterforge")``.
+
+    A plugin that imports ``plugins/plugin_utils`` by its collection name
+    (``ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action``) finds it:
+    outside Ansible's loader those names are given for the import only, then taken back.
+    """
+    parts = PLUGIN_UTILS.split(".")
+    names = [".".join(parts[: index + 1]) for index in range(len(parts))]
+    added = [module_name for module_name in names if module_name not in sys.modules]
+    for module_name in added:
+        sys.modules[module_name] = ModuleType(module_name)
+    utils = sorted((PLUGINS / "plugin_utils").glob("*.py"))
+    for path in utils:
+        module_name = f"{PLUGIN_UTILS}.{path.stem}"
+        if module_name not in sys.modules:
+            sys.modules[module_name] = _load_file(module_name, path)
+            added.append(module_name)
     try:
-        return load_plugin("action", name)
+        return _load_file(f"clusterforge_{kind}_{name}", PLUGINS / kind / f"{name}.py")
     finally:
-        for added_name in added:
-            del sys.modules[added_name]
+        for module_name in added:
+            del sys.modules[module_name]
+
+
+def load_action_using_api(name: str) -> ModuleType:
+    """An action plugin built on the API actions' shared base
+    (plugins/plugin_utils/api_action.py); :func:`load_plugin` provides it."""
+    return load_plugin("action", name)

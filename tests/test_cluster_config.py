@@ -108,7 +108,7 @@ def test_valid_declarations_are_planned_with_the_toolkit_names_kept() -> None:
             {"opensearch_security_roles": {"clusterforge_orders_writer": ROLE}},
             "opensearch_security_roles.clusterforge_orders_writer: clusterforge writes",
         ),
-        ({"opensearch_config_prune": "yes"}, "opensearch_config_prune must be true or false"),
+        ({"opensearch_config_prune": "yess"}, "opensearch_config_prune must be true or false"),
         ({"opensearch_index_templates": ["logs"]}, "opensearch_index_templates must be a mapping"),
     ],
 )

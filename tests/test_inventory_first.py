@@ -489,6 +489,15 @@ CASES = [
         ("user_directory_auth_tokens[0]",),
         "services.yml",
     ),
+    # -e name=value hands over a string: what Ansible reads as a boolean passes (the good
+    # run below), anything else is refused naming the variable.
+    Case(
+        "extra-var-not-a-boolean",
+        lambda inventory: None,
+        ("opensearch_config_prune 'sometimes' is not a boolean",),
+        "site.yml",
+        ("-e", "opensearch_config_prune=sometimes"),
+    ),
 ]
 
 
@@ -566,17 +575,24 @@ def runs(base_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         case.mutate(inventory)
         jobs.append(Job(case.name, inventory, case_dir, case.playbook, case.extra_args))
     # Good inventories whose hosts do not answer.
-    for key, playbook, keep_pki in (
-        ("good-site", "site.yml", True),
-        ("good-site-first-deploy", "site.yml", False),
-        ("good-rotate-certs", "rotate-certs.yml", True),
+    for key, playbook, keep_pki, extra in (
+        ("good-site", "site.yml", True, ()),
+        ("good-site-first-deploy", "site.yml", False, ()),
+        ("good-rotate-certs", "rotate-certs.yml", True, ()),
+        # Booleans as Ansible passes them on the command line (issue 41, item 4).
+        (
+            "good-site-string-booleans",
+            "site.yml",
+            True,
+            ("-e", "opensearch_config_prune=true", "-e", "opensearch_audit_failed_logins=Yes"),
+        ),
     ):
         case_dir = root / key
         inventory = case_dir / "inventory"
         shutil.copytree(base_inventory, inventory)
         if not keep_pki:
             shutil.rmtree(inventory / ".pki")
-        jobs.append(Job(key, inventory, case_dir, playbook, ()))
+        jobs.append(Job(key, inventory, case_dir, playbook, extra))
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
         results = pool.map(
             lambda job: (
@@ -617,6 +633,15 @@ def test_good_inventory_with_hosts_that_do_not_answer_stops_before_the_plan(
     assert "PLAY [Plan the cluster on the control node]" not in run.output
     assert run.after == run.before
     assert not run.cache_created
+
+
+def test_booleans_passed_as_ansible_passes_them_get_past_the_check(runs: dict[str, Run]) -> None:
+    # `-e opensearch_config_prune=true` is the string 'true': the check accepts it as the
+    # JSON form's true, and the run goes on to reach the hosts.
+    run = runs["good-site-string-booleans"]
+    assert "is not a boolean" not in run.output, run.output
+    assert "Cannot reach n1" in run.output, run.output
+    assert run.after == run.before
 
 
 def test_first_deploy_to_hosts_that_do_not_answer_issues_no_certificate(

@@ -27,8 +27,8 @@ import json
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
-from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api import (
-    ActionModule as ApiActionModule,
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action import (
+    ApiActionBase,
 )
 
 from clusterforge.plan.cluster_config import (
@@ -43,11 +43,11 @@ from clusterforge.plan.cluster_config import (
 DATA_STREAMS_PATH = "/_data_stream"
 
 
-class ActionModule(ApiActionModule):  # type: ignore[misc]
+class ActionModule(ApiActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"config", "kinds"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
+        result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         config = self._task.args.get("config") or {}
         objects: dict[str, dict[str, Any]] = config.get("objects") or {}

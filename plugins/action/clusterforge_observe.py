@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api import (
-    ActionModule as ApiActionModule,
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action import (
+    ApiActionBase,
 )
 
 from clusterforge.plan.plan import memory_megabytes
@@ -58,11 +58,11 @@ MEMINFO_PATH = "/proc/meminfo"
 OBSERVED_MARKERS = ("formed", "security_mode")
 
 
-class ActionModule(ApiActionModule):  # type: ignore[misc]
+class ActionModule(ApiActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"service", "markers", "legacy_markers", "config", "removal"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
+        result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         args = self._task.args
         with self._even_in_check_mode():  # reads only; a preview needs their answers

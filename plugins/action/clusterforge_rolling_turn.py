@@ -46,8 +46,8 @@ import time
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
-from ansible_collections.clusterforge.stack.plugins.action.clusterforge_api import (
-    ActionModule as ApiActionModule,
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action import (
+    ApiActionBase,
 )
 
 SETTINGS_PATH = "/_cluster/settings"
@@ -72,11 +72,11 @@ STILL_PRIMARIES = (
 )
 
 
-class ActionModule(ApiActionModule):  # type: ignore[misc]
+class ActionModule(ApiActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"service", "timeout", "phase", "wait_for"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = super(ApiActionModule, self).run(tmp, task_vars)
+        result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         if self._task.check_mode:
             raise AnsibleActionFail(

@@ -1,6 +1,6 @@
 """The inventory schema: every variable declared once, in ``schema.yml`` beside this module.
 
-The model (:mod:`clusterforge.model`) and the console (:mod:`clusterforge.console`)
+The model (:mod:`clusterforge.plan.model`) and the console (:mod:`clusterforge.plan.console`)
 check values against it; :func:`generated_files` derives from it each role's
 ``defaults/main.yml``, ``meta/argument_specs.yml`` and the variable tables (docs/variables.md
 and each role's README), and the generated YAML blocks of a few more files (the services
@@ -195,6 +195,40 @@ def as_int(value: Any) -> int | None:
     return None
 
 
+# Ansible's own boolean conversion (ansible.module_utils.parsing.convert_bool.boolean,
+# which role argument specs and the `bool` filter use): a string is compared lowercased
+# and stripped. `-e name=true` hands a playbook the string 'true'; an INI inventory hands
+# it strings too. tests/test_schema_booleans.py checks that these equal Ansible's sets.
+BOOLEANS_TRUE = frozenset(("y", "yes", "on", "1", "true", "t", 1, 1.0, True))
+BOOLEANS_FALSE = frozenset(("n", "no", "off", "0", "false", "f", 0, 0.0, False))
+
+
+def as_bool(value: Any) -> bool | None:
+    """The boolean Ansible reads in ``value`` (True, "yes", "On", "1", 1, ...); None for
+    anything Ansible would refuse as a boolean."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, bytes)):
+        text = value.decode() if isinstance(value, bytes) else value
+        value = text.lower().strip()
+    elif not isinstance(value, (int, float)):
+        return None
+    if value in BOOLEANS_TRUE:
+        return True
+    if value in BOOLEANS_FALSE:
+        return False
+    return None
+
+
+def normalized(var: Variable, value: Any) -> Any:
+    """``value`` as the model holds it once :func:`check_value` accepted it: a declared
+    boolean becomes a real one (so the string 'false' is never read as true)."""
+    if var.type == "bool":
+        converted = as_bool(value)
+        return value if converted is None else converted
+    return value
+
+
 def _shown(var: Variable, value: Any) -> str:
     return "(value hidden)" if var.secret else repr(value)
 
@@ -205,8 +239,11 @@ def check_value(var: Variable, value: Any) -> str | None:
     if var.type == "raw" or (value is None and var.has_default and var.default is None):
         return None  # any value, or null where null (unset) is the default
     if var.type == "bool":
-        if not isinstance(value, bool):
-            return f"{name} {shown} is not a boolean; write true or false, unquoted"
+        if as_bool(value) is None:
+            return (
+                f"{name} {shown} is not a boolean; write true or false "
+                "(yes/no, on/off and 1/0 are read as Ansible reads them)"
+            )
         return None
     if var.type in ("int", "port"):
         low = 1 if var.type == "port" else var.minimum

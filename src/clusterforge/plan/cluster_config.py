@@ -34,6 +34,7 @@ from typing import Any
 from clusterforge.errors import InventoryError
 from clusterforge.pki.security_config import TOOLKIT_ROLE_MAPPING_NAMES, TOOLKIT_ROLE_NAMES
 from clusterforge.plan.orders_search import READER_ROLE, WRITER_ROLE
+from clusterforge.schema import as_bool
 
 
 @dataclass(frozen=True)
@@ -337,9 +338,14 @@ def plan_cluster_config(
             )
             continue
         objects[kind.variable] = dict(declared)
-    prune = variables.get(PRUNE_VARIABLE, False)
-    if not isinstance(prune, bool):
-        problems.append(f"{PRUNE_VARIABLE} must be true or false (got {prune!r})")
+    given = variables.get(PRUNE_VARIABLE, False)
+    # Read as Ansible reads a boolean: `-e opensearch_config_prune=true` is the string 'true'.
+    prune = as_bool(given)
+    if prune is None:
+        problems.append(
+            f"{PRUNE_VARIABLE} must be true or false (got {given!r}); yes/no, on/off and "
+            "1/0 are read as Ansible reads them"
+        )
         prune = False
     if not problems:
         problems.extend(_problems_of(objects, managed_templates))

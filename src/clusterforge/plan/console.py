@@ -22,7 +22,7 @@ from typing import Any
 
 from clusterforge.errors import ArtifactError, InventoryError
 from clusterforge.plan.artifacts import FetchedArtifact, cache_dir, fetch_url
-from clusterforge.plan.model import Cluster, plain_data
+from clusterforge.plan.model import Cluster, plain_data, with_booleans
 from clusterforge.plan.render import CA_CERT_FILE, render_settings_yaml, render_template
 from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
 
@@ -137,7 +137,7 @@ def _build_console(
 
 def build_consoles(hosts_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[Console, ...]:
     """Validate every console host at once; InventoryError lists every problem."""
-    plain = [(str(name), plain_data(host_vars)) for name, host_vars in hosts_vars]
+    plain = [(str(name), with_booleans(plain_data(host_vars))) for name, host_vars in hosts_vars]
     problems: list[str] = unknown_variables(plain)
     consoles = tuple(_build_console(name, host_vars, problems) for name, host_vars in plain)
     if problems:

@@ -20,7 +20,7 @@ from typing import Any
 from clusterforge.errors import InventoryError
 from clusterforge.pki.security_config import PREDEFINED_USERS, AuthFailureLimit
 from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
-from clusterforge.schema import as_int, check_value, load_schema, unknown_variables
+from clusterforge.schema import as_int, check_value, load_schema, normalized, unknown_variables
 
 SECURITY_MODES = ("open", "tls", "basic")
 SECURED_MODES = frozenset({"tls", "basic"})
@@ -439,6 +439,17 @@ def plain_data(value: Any) -> Any:
 _CHECKED_ENTRY_BY_ENTRY = frozenset({"opensearch_plugins", "opensearch_security_users"})
 
 
+def with_booleans(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """``host_vars`` with every variable the schema declares a boolean read as Ansible
+    reads it (``-e opensearch_config_prune=true`` gives the string 'true'); a value that is
+    no boolean stays as it is, for the schema check to refuse naming the variable."""
+    variables = load_schema().variables
+    return {
+        key: normalized(variables[key], value) if key in variables else value
+        for key, value in host_vars.items()
+    }
+
+
 def _schema_problem(name: str, value: Any) -> str | None:
     var = load_schema().variables[name]
     if name in _CHECKED_ENTRY_BY_ENTRY and isinstance(value, list):
@@ -488,7 +499,9 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
 
     Raises InventoryError listing every problem found; warnings ride on the result.
     """
-    nodes_vars = [(str(name), plain_data(host_vars)) for name, host_vars in nodes_vars]
+    nodes_vars = [
+        (str(name), with_booleans(plain_data(host_vars))) for name, host_vars in nodes_vars
+    ]
     problems = _Problems()
     if not nodes_vars:
         raise InventoryError(
