@@ -218,7 +218,8 @@ def test_a_service_boolean_is_read_as_ansible_reads_it_by_the_services_model() -
     from clusterforge.plan.services_plan import plan_services
 
     for given, expected in (("true", True), ("Off", False), ("1", True)):
-        variables = {"order_service_access_log": given}
+        # Reached on loopback alone, so no token is needed (the point here is the flag).
+        variables = {"order_service_access_log": given, "tls_proxy_listen_address": "127.0.0.1"}
         planned = plan_services({"order_service": ["svc-1"]}, {"svc-1": variables})
         assert planned["svc-1"]["order_service"].public["orders"]["access-log"] is expected
 

@@ -271,3 +271,12 @@ def test_an_own_certificate_is_checked_and_used_as_it_is(tmp_path: Path) -> None
             ca_bundle_pem="",
             variable_prefix="tls_proxy",
         )
+
+
+def test_the_proxy_flag_is_read_as_ansible_reads_a_boolean() -> None:
+    # -e user_directory_tls_proxy=false arrives as a string.
+    only_orders = _plan({"user_directory_tls_proxy": "false", "user_directory_host": "10.0.0.1"})
+    assert only_orders is not None
+    assert [entry.service for entry in only_orders.services] == ["order_service"]
+    with pytest.raises(InventoryError, match="user_directory_tls_proxy .* not a boolean"):
+        _plan({"user_directory_tls_proxy": "maybe"})

@@ -23,7 +23,7 @@ from typing import Any
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import InventoryError
 from clusterforge.plan.render import render_template
-from clusterforge.schema import load_schema
+from clusterforge.schema import as_bool, load_schema
 
 # The services the proxy can front, in the order their server blocks are written.
 PROXIED_SERVICES = ("user_directory", "order_service")
@@ -124,8 +124,10 @@ def _value(variables: Mapping[str, Any], name: str) -> Any:
 
 
 def proxied(variables: Mapping[str, Any], service: str) -> bool:
-    """Whether clusterforge's proxy fronts ``service`` on this host (``<service>_tls_proxy``)."""
-    return bool(_value(variables, f"{service}_tls_proxy"))
+    """Whether clusterforge's proxy fronts ``service`` on this host (``<service>_tls_proxy``,
+    read as Ansible reads a boolean; a value that is none counts as the safe default,
+    true, and :func:`check_service_bind` refuses it)."""
+    return as_bool(_value(variables, f"{service}_tls_proxy")) is not False
 
 
 def _is_port(value: Any) -> bool:
@@ -143,6 +145,12 @@ def check_service_bind(variables: Mapping[str, Any], service: str, *, host: str)
     if not proxied(variables, service):
         return []
     problems = []
+    flag = _value(variables, f"{service}_tls_proxy")
+    if as_bool(flag) is None:
+        problems.append(
+            f"{service}_tls_proxy (host {host}) is {flag!r}, not a boolean; write true "
+            "(clusterforge's TLS proxy in front) or false (a proxy of your own)"
+        )
     bind = str(_value(variables, f"{service}_host") or "")
     port, app_port = _value(variables, f"{service}_port"), _value(variables, f"{service}_app_port")
     for name, value in ((f"{service}_port", port), (f"{service}_app_port", app_port)):
