@@ -278,5 +278,5 @@ def test_the_proxy_flag_is_read_as_ansible_reads_a_boolean() -> None:
     only_orders = _plan({"user_directory_tls_proxy": "false", "user_directory_host": "10.0.0.1"})
     assert only_orders is not None
     assert [entry.service for entry in only_orders.services] == ["order_service"]
-    with pytest.raises(InventoryError, match="user_directory_tls_proxy .* not a boolean"):
+    with pytest.raises(InventoryError, match=r"user_directory_tls_proxy .* not a boolean"):
         _plan({"user_directory_tls_proxy": "maybe"})
