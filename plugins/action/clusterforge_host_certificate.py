@@ -34,6 +34,7 @@ from clusterforge.plan.host_certificates import (
     issuing_ca_for_task,
 )
 
+
 def unique_names(names: Sequence[Any]) -> list[str]:
     """``names`` as strings, empty ones dropped, each once, in their first order."""
     unique: list[str] = []

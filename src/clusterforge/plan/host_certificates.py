@@ -158,13 +158,8 @@ def ca_bundle_pem(ca_source: IssuingCa) -> str:
     """
     with _pki_lock(ca_source.pki_dir):
         if ca_source.user_ca_cert is None and not (ca_source.pki_dir / CA_CERT_FILE).exists():
-            fields = dict(ca_source.cert_subject)
             load_or_create_ca(
-                ca_source.pki_dir,
-                passphrase=ca_source.passphrase,
-                subject=SubjectFields(
-                    common_name=f"{ca_source.cluster_name}{CA_COMMON_NAME_SUFFIX}", **fields
-                ),
+                ca_source.pki_dir, passphrase=ca_source.passphrase, subject=_ca_subject(ca_source)
             )
         bundle = write_ca_bundle(ca_source.pki_dir, ca_cert_path=ca_source.user_ca_cert)
         return bundle.read_text()
@@ -194,6 +189,14 @@ class HostCertificate:
             "changed": self.changed,
             "own": self.own,
         }
+
+
+def _ca_subject(ca_source: IssuingCa) -> SubjectFields:
+    """The subject of a CA created here: the cluster's name, the inventory's subject fields."""
+    return SubjectFields(
+        common_name=f"{ca_source.cluster_name}{CA_COMMON_NAME_SUFFIX}",
+        **dict(ca_source.cert_subject),
+    )
 
 
 @contextmanager
@@ -232,9 +235,7 @@ def ensure_host_certificate(
         ca = load_or_create_ca(
             ca_source.pki_dir,
             passphrase=ca_source.passphrase,
-            subject=SubjectFields(
-                common_name=f"{ca_source.cluster_name}{CA_COMMON_NAME_SUFFIX}", **fields
-            ),
+            subject=_ca_subject(ca_source),
             user_ca_cert=ca_source.user_ca_cert,
             user_ca_key=ca_source.user_ca_key,
         )
