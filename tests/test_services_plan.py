@@ -71,6 +71,30 @@ def test_the_user_directorys_secrets_stay_out_of_the_public_settings() -> None:
     assert "pa55word" not in repr(planned.as_dict())
 
 
+def test_both_models_take_a_postgresql_url_that_verifies_the_server() -> None:
+    """The URL the postgresql role's client tasks build (issue 39): TLS with the server's
+    certificate and name verified against a CA bundle on the service host."""
+    url = (
+        "postgresql+psycopg://clusterforge_userdir:pa55word@127.0.0.65:5432/clusterforge_userdir"
+        "?sslmode=verify-full&sslrootcert=/etc/clusterforge-userdir/postgresql-ca.pem"
+    )
+    planned = plan_services(
+        {"user_directory": ["svc-1"], "order_service": ["svc-1"]},
+        {
+            "svc-1": {
+                "tls_proxy_listen_address": "127.0.0.1",
+                "user_directory_database_url": url,
+                "order_service_database_url": url,
+            }
+        },
+    )["svc-1"]
+    assert f'CLUSTERFORGE_USERDIR_DATABASE_URL="{url}"' in planned["user_directory"].content
+    orders = yaml.safe_load(planned["order_service"].content)
+    assert orders["orders"]["database-url"] == url
+    assert planned["user_directory"].public["database_url"] == SECRET_MARK
+    assert "pa55word" not in repr(planned["order_service"].as_dict())
+
+
 def test_the_environment_file_escapes_quotes_and_backslashes() -> None:
     token = 'a"quoted\\token-long-enough'
     planned = plan_one("user_directory", user_directory_auth_tokens=[token])

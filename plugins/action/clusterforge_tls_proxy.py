@@ -18,23 +18,17 @@ Arguments:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.inventory.variables import TaskHosts, build_model
-from clusterforge.plan.cluster_pki import resolve_pki_dir
 from clusterforge.plan.host_certificates import (
-    IssuingCa,
     ensure_host_certificate,
-    issuing_ca_of_cluster,
-    issuing_ca_without_cluster,
+    issuing_ca_for_task,
     own_host_certificate,
 )
-from clusterforge.plan.plan import ca_passphrase
 from clusterforge.plan.tls_proxy import (
     PROXIED_SERVICES,
     TlsProxyPlan,
@@ -43,7 +37,6 @@ from clusterforge.plan.tls_proxy import (
 )
 from clusterforge.schema import load_schema
 
-CLUSTER_GROUP = "opensearch"
 _PREFIXES = ("tls_proxy_", *(f"{service}_" for service in PROXIED_SERVICES))
 _WILDCARDS = {"", "0.0.0.0", "::"}  # noqa: S104 (names, not a bind)
 
@@ -64,9 +57,14 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             if name.startswith(_PREFIXES)
         }
         try:
-            ca_source, protocols, ciphers = self._cluster_side(task_vars)
+            task_ca = issuing_ca_for_task(task_vars, self._templar.template)
+            ca_source = task_ca.ca
             plan = plan_tls_proxy(
-                host, variables, services, tls_protocols=protocols, tls_ciphers=ciphers
+                host,
+                variables,
+                services,
+                tls_protocols=task_ca.tls_protocols,
+                tls_ciphers=task_ca.tls_ciphers,
             )
             if plan is None:
                 return {**result, "changed": False, "enabled": False}
@@ -131,33 +129,6 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "certificate": certificate.public(),
             "_ansible_no_log": True,
         }
-
-    def _cluster_side(
-        self, task_vars: dict[str, Any]
-    ) -> tuple[IssuingCa, tuple[str, ...], tuple[str, ...]]:
-        """The CA that issues, and the TLS profile: the cluster's where there is one."""
-        hosts = TaskHosts(task_vars, self._templar.template)
-        inventory_dir = Path(str(task_vars.get("inventory_dir") or Path.cwd()))
-        if hosts.hosts(CLUSTER_GROUP):
-            cluster, nodes_vars = build_model(hosts, CLUSTER_GROUP)
-            inventory_dir = hosts.directory([CLUSTER_GROUP], default=inventory_dir)
-            ca_source = issuing_ca_of_cluster(
-                cluster,
-                pki_dir=resolve_pki_dir(cluster, inventory_dir),
-                passphrase=ca_passphrase(nodes_vars[0][1]),
-            )
-            return ca_source, cluster.tls_protocols, cluster.tls_ciphers
-        schema = load_schema()
-        own_vars = {
-            name: self._templar.template(value)
-            for name, value in task_vars.items()
-            if name.startswith("opensearch_")
-        }
-        return (
-            issuing_ca_without_cluster(own_vars, inventory_dir=inventory_dir),
-            tuple(schema.default_of("opensearch_tls_protocols")),
-            tuple(schema.default_of("opensearch_tls_ciphers")),
-        )
 
     @staticmethod
     def _alt_names(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from clusterforge.pki.pki import (
+    CA_CERT_FILE,
     CA_PASSPHRASE_ENV,
     PkiError,
     SubjectFields,
@@ -40,11 +41,12 @@ from clusterforge.pki.pki import (
     split_alt_names,
     write_ca_bundle,
 )
-from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX
+from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX, resolve_pki_dir
 from clusterforge.plan.model import Cluster
 from clusterforge.schema import load_schema
 
 HOSTS_SUBDIR = "hosts"
+CLUSTER_GROUP = "opensearch"
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 (a variable name)
 # What each kind of host certificate serves: its OU suffix and file-name suffix.
 PURPOSES = {"tls_proxy": "services-proxy", "postgresql": "database"}
@@ -100,6 +102,70 @@ def issuing_ca_without_cluster(host_vars: Mapping[str, Any], *, inventory_dir: P
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskCa:
+    """What an action needs from the inventory to issue and serve a host certificate: the
+    CA that issues, and the TLS protocols and suites (JDK names) endpoints offer."""
+
+    ca: IssuingCa
+    tls_protocols: tuple[str, ...]
+    tls_ciphers: tuple[str, ...]
+
+
+def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], Any]) -> TaskCa:
+    """The issuing CA and TLS profile as an action plugin's task sees the inventory.
+
+    With an ``opensearch`` group, the cluster's: its CA (``opensearch_pki_dir`` or the
+    inventory's ``.pki``, a user's own CA when given) and its ``opensearch_tls_*``. Without
+    one, a CA of the inventory's own (:func:`issuing_ca_without_cluster`, from the task
+    host's ``opensearch_*`` variables) and the schema's TLS defaults. ``template`` is the
+    action's templar (values are templated only when read).
+    """
+    # Imported here: clusterforge.plan.plan and clusterforge.inventory.variables import
+    # most of the planner, which the module's other users do not need.
+    from clusterforge.inventory.variables import TaskHosts, build_model
+    from clusterforge.plan.plan import ca_passphrase
+
+    hosts = TaskHosts(task_vars, template)
+    inventory_dir = Path(str(task_vars.get("inventory_dir") or Path.cwd()))
+    if hosts.hosts(CLUSTER_GROUP):
+        cluster, nodes_vars = build_model(hosts, CLUSTER_GROUP)
+        inventory_dir = hosts.directory([CLUSTER_GROUP], default=inventory_dir)
+        return TaskCa(
+            ca=issuing_ca_of_cluster(
+                cluster,
+                pki_dir=resolve_pki_dir(cluster, inventory_dir),
+                passphrase=ca_passphrase(nodes_vars[0][1]),
+            ),
+            tls_protocols=tuple(cluster.tls_protocols),
+            tls_ciphers=tuple(cluster.tls_ciphers),
+        )
+    schema = load_schema()
+    own_vars = {
+        name: template(value) for name, value in task_vars.items() if name.startswith("opensearch_")
+    }
+    return TaskCa(
+        ca=issuing_ca_without_cluster(own_vars, inventory_dir=inventory_dir),
+        tls_protocols=tuple(schema.default_of("opensearch_tls_protocols")),
+        tls_ciphers=tuple(schema.default_of("opensearch_tls_ciphers")),
+    )
+
+
+def ca_bundle_pem(ca_source: IssuingCa) -> str:
+    """The CA bundle clients trust (every CA of a rotation in progress), for a client host.
+
+    Nothing is issued. An existing CA is not opened (no passphrase needed); a missing one
+    is created, as the first certificate issued from it would.
+    """
+    with _pki_lock(ca_source.pki_dir):
+        if ca_source.user_ca_cert is None and not (ca_source.pki_dir / CA_CERT_FILE).exists():
+            load_or_create_ca(
+                ca_source.pki_dir, passphrase=ca_source.passphrase, subject=_ca_subject(ca_source)
+            )
+        bundle = write_ca_bundle(ca_source.pki_dir, ca_cert_path=ca_source.user_ca_cert)
+        return bundle.read_text()
+
+
+@dataclass(frozen=True, kw_only=True)
 class HostCertificate:
     """What one host is given: its certificate chain, its key, and the bundle clients trust."""
 
@@ -123,6 +189,14 @@ class HostCertificate:
             "changed": self.changed,
             "own": self.own,
         }
+
+
+def _ca_subject(ca_source: IssuingCa) -> SubjectFields:
+    """The subject of a CA created here: the cluster's name, the inventory's subject fields."""
+    return SubjectFields(
+        common_name=f"{ca_source.cluster_name}{CA_COMMON_NAME_SUFFIX}",
+        **dict(ca_source.cert_subject),
+    )
 
 
 @contextmanager
@@ -161,9 +235,7 @@ def ensure_host_certificate(
         ca = load_or_create_ca(
             ca_source.pki_dir,
             passphrase=ca_source.passphrase,
-            subject=SubjectFields(
-                common_name=f"{ca_source.cluster_name}{CA_COMMON_NAME_SUFFIX}", **fields
-            ),
+            subject=_ca_subject(ca_source),
             user_ca_cert=ca_source.user_ca_cert,
             user_ca_key=ca_source.user_ca_key,
         )
