@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from clusterforge_orders.errors import InvalidOrderRequestError
 from clusterforge_orders.models import (
     AMOUNT_OUT_OF_RANGE,
     PRODUCT_NAME_NOT_STRING,
     USER_ID_NOT_STRING,
     parse_order_create_request,
 )
-from clusterforge_orders.errors import InvalidOrderRequestError
 from orders_testing import RunningServer, ServerFactory, make_settings
 
 SCRIPT = Path(sys.executable).with_name("clusterforge-orders")
@@ -64,7 +64,9 @@ def test_an_overflowing_number_in_a_text_field_is_a_type_violation() -> None:
 
 
 @pytest.mark.parametrize("number", OVERFLOWING_NUMBERS[:3])
-def test_an_overflowing_amount_is_answered_400_over_http(server: RunningServer, number: str) -> None:
+def test_an_overflowing_amount_is_answered_400_over_http(
+    server: RunningServer, number: str
+) -> None:
     answer = server.post_order(
         content=f'{{"userId":"u","productName":"p","amount":{number}}}'.encode()
     )
@@ -74,9 +76,7 @@ def test_an_overflowing_amount_is_answered_400_over_http(server: RunningServer, 
     assert document["violations"] == [{"field": "amount", "message": AMOUNT_OUT_OF_RANGE}]
 
 
-@pytest.mark.parametrize(
-    "encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"]
-)
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"])
 def test_only_utf8_json_is_taken(server: RunningServer, encoding: str) -> None:
     body = json.dumps({"userId": "u", "productName": "p", "amount": 2}).encode(encoding)
     answer = server.post_order(content=body)
@@ -106,6 +106,18 @@ def test_every_error_has_the_one_shape(
     assert isinstance(document["error"], str) and document["error"]
 
 
+def _start_with(tmp_path: Path, database_url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), "--port", "1", "--database-url", database_url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+
+
 def _not_a_database(tmp_path: Path) -> Path:
     path = tmp_path / "notes.txt"
     path.write_bytes(b"this is plain text, not an SQLite database\n" * 200)
@@ -125,16 +137,7 @@ def _not_a_database(tmp_path: Path) -> Path:
 def test_a_database_url_without_a_usable_file_is_one_line_and_exit_2(
     tmp_path: Path, url: str | None, expected: str
 ) -> None:
-    url = url or f"sqlite:///{_not_a_database(tmp_path)}"
-    result = subprocess.run(
-        [str(SCRIPT), "--port", "1", "--database-url", url],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    result = _start_with(tmp_path, url or f"sqlite:///{_not_a_database(tmp_path)}")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
@@ -149,14 +152,6 @@ def test_a_file_that_is_a_database_of_another_kind_is_refused_too(tmp_path: Path
         connection.execute("CREATE TABLE unrelated (x)")
     connection.close()
     path.write_bytes(path.read_bytes()[:100] + b"\xff" * 4000)
-    result = subprocess.run(
-        [str(SCRIPT), "--port", "1", "--database-url", f"sqlite:///{path}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    result = _start_with(tmp_path, f"sqlite:///{path}")
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -9,8 +9,6 @@ from __future__ import annotations
 import gzip
 import logging
 import socket
-import subprocess
-import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -22,7 +20,8 @@ import pytest
 from clusterforge_userdir import ClientConfig, ServerSettings, UserDirectoryClient, create_app
 from clusterforge_userdir.errors import ResponseTooLargeError
 from test_userdir_client_limits import raw_server
-from userdir_support import RunningServer, free_port, serve_in_thread
+from test_userdir_settings_failures import assert_refused_in_one_line, run_cli
+from userdir_support import RunningServer, serve_in_thread
 
 TOKEN = "audit-token-0123456789abcdef"
 READ_TIMEOUT = 1.0
@@ -107,9 +106,7 @@ def test_a_trailing_slash_is_404_never_a_redirect_built_from_host(
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"])
 @pytest.mark.parametrize("path", ["/mock-api/users", "/mock-api/result/users"])
-def test_only_utf8_json_is_taken(
-    secured_server: RunningServer, encoding: str, path: str
-) -> None:
+def test_only_utf8_json_is_taken(secured_server: RunningServer, encoding: str, path: str) -> None:
     body = '{"username": "utf16-user", "nickname": "n"}'.encode(encoding)
     answer = httpx.post(
         f"{secured_server.base_url}{path}",
@@ -131,31 +128,11 @@ NOT_LOOPBACK = "192.0.2.10"  # TEST-NET-1: never this machine's, so nothing can 
 def test_the_service_on_its_own_refuses_to_bind_off_loopback_without_a_token(
     tmp_path: Path, host: str
 ) -> None:
-    environment = {"PATH": "/usr/bin:/bin"}
-    answer = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "clusterforge_userdir.cli",
-            "--host",
-            host,
-            "--port",
-            str(free_port()),
-            "--database-url",
-            f"sqlite:///{tmp_path / 'userdir.db'}",
-        ],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    answer = run_cli(
+        tmp_path, "--host", host, "--database-url", f"sqlite:///{tmp_path / 'userdir.db'}"
     )
-    lines = answer.stderr.strip().splitlines()
-    assert answer.returncode == 2, answer.stderr
-    assert len(lines) == 1, answer.stderr
-    assert "CLUSTERFORGE_USERDIR_AUTH_TOKENS" in lines[0]
-    assert host in lines[0]
+    line = assert_refused_in_one_line(answer, "CLUSTERFORGE_USERDIR_AUTH_TOKENS", host)
+    assert "--host" in line
 
 
 # -- the client ------------------------------------------------------------------------
@@ -167,13 +144,14 @@ def test_the_client_caps_what_it_decompresses() -> None:
     def answer(connection: socket.socket) -> None:
         connection.sendall(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(bomb)
-            + bomb
+            b"Content-Length: %d\r\n\r\n" % len(bomb) + bomb
         )
 
     limit = 256 * 1024
     with raw_server(answer) as base_url:
-        client = UserDirectoryClient(config=ClientConfig(root_uri=base_url, max_response_bytes=limit))
+        client = UserDirectoryClient(
+            config=ClientConfig(root_uri=base_url, max_response_bytes=limit)
+        )
         tracemalloc.start()
         try:
             with pytest.raises(ResponseTooLargeError):
@@ -191,8 +169,7 @@ def test_a_gzip_answer_under_the_cap_is_read() -> None:
     def answer(connection: socket.socket) -> None:
         connection.sendall(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(body)
-            + body
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
         )
 
     with raw_server(answer) as base_url:

@@ -11,7 +11,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .errors import FieldViolation, InvalidOrderRequestError, MalformedRequestBodyError
@@ -139,6 +139,26 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class OverflowingNumber:
+    """A JSON number whose exponent no Decimal holds (``1e9999999999999999999``).
+
+    Valid JSON, so it is no reason to refuse the whole body: the field it stands in is
+    judged like any other (out of range for ``amount``, not a string for a text field).
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _decimal_or_overflow(text: str) -> Decimal | OverflowingNumber:
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return OverflowingNumber(text)
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """Parse ``body`` as a JSON object whose numbers are all Decimals."""
     if not body.strip():
@@ -146,7 +166,10 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
         document = json.loads(
-            text, parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant
+            text,
+            parse_float=_decimal_or_overflow,
+            parse_int=_decimal_or_overflow,
+            parse_constant=_reject_constant,
         )
     except UnicodeDecodeError as error:
         raise MalformedRequestBodyError(f"request body is not UTF-8: {error.reason}") from error
@@ -175,7 +198,7 @@ def _json_type_name(value: object) -> str:
         return "string"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, Decimal):
+    if isinstance(value, Decimal | OverflowingNumber):
         return "number"
     return "null"
 
@@ -223,6 +246,9 @@ def _check_amount(document: dict[str, Any], violations: list[FieldViolation]) ->
     value = document.get("amount")
     if value is None:
         violations.append(FieldViolation("amount", AMOUNT_MISSING))
+        return MINIMUM_AMOUNT
+    if isinstance(value, OverflowingNumber):
+        violations.append(FieldViolation("amount", AMOUNT_OUT_OF_RANGE))
         return MINIMUM_AMOUNT
     if not isinstance(value, Decimal):
         violations.append(FieldViolation("amount", AMOUNT_NOT_NUMBER))
