@@ -45,13 +45,7 @@ from .errors import (
     UnsupportedMediaTypeError,
 )
 from .metrics import PROMETHEUS_CONTENT_TYPE
-from .models import (
-    MAX_FRACTION_DIGITS,
-    MAX_INTEGER_DIGITS,
-    MAX_PRODUCT_NAME_CHARS,
-    MAX_USER_ID_CHARS,
-    parse_order_create_request,
-)
+from .models import order_request_json_schema, parse_order_create_request
 from .runtime import OrderServiceRuntime
 
 logger = logging.getLogger(__name__)
@@ -62,8 +56,6 @@ MAX_BODY_BYTES = 64 * 1024
 ORDER_WORKER_THREADS = 8
 JSON_MEDIA_TYPE = "application/json"
 BEARER_SCHEME = "bearerToken"
-# userId and productName: something other than white space, and no NUL anywhere.
-TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 _ERROR_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -228,41 +220,10 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
         },
         openapi_extra={
             "security": security,
+            # Generated from the pydantic model that validates the body (models.py).
             "requestBody": {
                 "required": True,
-                "content": {
-                    JSON_MEDIA_TYPE: {
-                        "schema": {
-                            "type": "object",
-                            "required": ["userId", "productName", "amount"],
-                            "properties": {
-                                # pattern: not blank (a space alone is refused) and no
-                                # NUL (PostgreSQL text cannot hold it).
-                                "userId": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "maxLength": MAX_USER_ID_CHARS,
-                                    "pattern": TEXT_PATTERN,
-                                },
-                                "productName": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "maxLength": MAX_PRODUCT_NAME_CHARS,
-                                    "pattern": TEXT_PATTERN,
-                                },
-                                "amount": {
-                                    "type": "number",
-                                    "minimum": 1,
-                                    "exclusiveMaximum": 10**MAX_INTEGER_DIGITS,
-                                    "description": (
-                                        f"At most {MAX_INTEGER_DIGITS} integer and "
-                                        f"{MAX_FRACTION_DIGITS} fraction digits"
-                                    ),
-                                },
-                            },
-                        }
-                    }
-                },
+                "content": {JSON_MEDIA_TYPE: {"schema": order_request_json_schema()}},
             },
         },
     )
