@@ -24,6 +24,7 @@ import uvicorn
 
 from clusterforge_orders import ConfigurationError, OrderServiceRuntime, create_app
 from clusterforge_orders import load_settings as load_orders_settings
+from clusterforge_service_kit import BearerTokens, is_loopback_host
 from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
 from clusterforge_userdir import ServerSettings
 from clusterforge_userdir import create_app as create_userdir_app
@@ -321,3 +322,70 @@ def test_both_services_serve_metrics_from_prometheus_client(served: Served) -> N
     assert f"# TYPE {prefix}_http_requests_total counter" in text
     assert f'{prefix}_http_requests_total{{method="GET",status="401"}} 1.0' in text
     assert f"# TYPE {prefix}_http_request_duration_seconds histogram" in text
+
+
+# -- the kit's own rules, and that both services use the same ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.9.8.7", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),  # noqa: S104 (the bind under test)
+        ("", False),
+        ("::", False),
+        ("192.0.2.10", False),
+        ("localhost.example", False),
+    ],
+)
+def test_loopback_detection(host: str, loopback: bool) -> None:
+    assert is_loopback_host(host) is loopback
+
+
+def test_bearer_tokens_accept_only_a_configured_token() -> None:
+    tokens = BearerTokens([GOOD_TOKEN, "second-token-0123456789abcdef"])
+    assert tokens.accepts(f"Bearer {GOOD_TOKEN}".encode())
+    assert tokens.accepts(b"bearer second-token-0123456789abcdef")
+    assert not tokens.accepts(GOOD_TOKEN.encode())
+    assert not tokens.accepts(f"Basic {GOOD_TOKEN}".encode())
+    assert not tokens.accepts(b"Bearer ")
+    assert not tokens.accepts(f"Bearer {GOOD_TOKEN}x".encode())
+    assert tokens.accepts_headers(
+        [(b"x", b"y"), (b"authorization", f"Bearer {GOOD_TOKEN}".encode())]
+    )
+    assert not BearerTokens([])
+    assert not BearerTokens([]).accepts(f"Bearer {GOOD_TOKEN}".encode())
+
+
+def _busy_timeout(engine: Any) -> int:
+    with engine.connect() as connection:
+        return int(connection.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+
+
+def test_both_services_open_sqlite_the_same_way(tmp_path: Path) -> None:
+    from clusterforge_orders.storage import Database
+    from clusterforge_userdir.storage import create_database_engine
+
+    userdir = create_database_engine(f"sqlite:///{tmp_path / 'userdir.db'}")
+    orders = Database(url=f"sqlite:///{tmp_path / 'orders.db'}")
+    try:
+        assert _busy_timeout(userdir) == _busy_timeout(orders.engine) == 10_000
+        with userdir.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+    finally:
+        userdir.dispose()
+        orders.dispose()
+    for name in ("userdir.db", "orders.db"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("url", ["sqlite:///", "sqlite:///:memory:", "mysql://db/x"])
+def test_both_services_refuse_the_same_database_urls(url: str) -> None:
+    with pytest.raises(ValueError):
+        ServerSettings(database_url=url)
+    with pytest.raises(ConfigurationError):
+        load_orders_settings(environ={}, overrides={"orders.database-url": url})

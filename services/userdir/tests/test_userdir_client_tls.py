@@ -39,60 +39,68 @@ def _name(common_name: str) -> Any:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _issue(directory: Path) -> Bundle:
+def _certificate(
+    subject: str, *, issuer: str, key: Any, signer: Any, extensions: list[tuple[Any, bool]]
+) -> Any:
     now = datetime.datetime.now(datetime.UTC)
-    valid = {"not_valid_before": now - datetime.timedelta(minutes=5)}
+    builder = x509.CertificateBuilder(
+        subject_name=_name(subject),
+        issuer_name=_name(issuer),
+        public_key=key.public_key(),
+        serial_number=x509.random_serial_number(),
+        not_valid_before=now - datetime.timedelta(minutes=5),
+        not_valid_after=now + datetime.timedelta(days=1),
+    )
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    return builder.sign(signer, hashes.SHA256())
+
+
+def _pem(certificate: Any) -> bytes:
+    return bytes(certificate.public_bytes(serialization.Encoding.PEM))
+
+
+def _issue(directory: Path) -> Bundle:
+    ca_name = "userdir client test CA (stand-in)"
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("userdir client test CA (stand-in)"))
-        .issuer_name(_name("userdir client test CA (stand-in)"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid["not_valid_before"])
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
+    signing_only = dict.fromkeys(
+        (
+            "digital_signature",
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "encipher_only",
+            "decipher_only",
+        ),
+        False,
+    )
+    ca = _certificate(
+        ca_name,
+        issuer=ca_name,
+        key=ca_key,
+        signer=ca_key,
+        extensions=[
+            (x509.BasicConstraints(ca=True, path_length=None), True),
+            (x509.KeyUsage(key_cert_sign=True, crl_sign=True, **signing_only), True),
+            (x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False),
+        ],
     )
     server_key = ec.generate_private_key(ec.SECP256R1())
-    server = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
-        .issuer_name(ca.subject)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid["not_valid_before"])
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost")]),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .sign(ca_key, hashes.SHA256())
+    server = _certificate(
+        "localhost",
+        issuer=ca_name,
+        key=server_key,
+        signer=ca_key,
+        extensions=[
+            (x509.SubjectAlternativeName([x509.DNSName("localhost")]), False),
+            (x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False),
+            (x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False),
+        ],
     )
     bundle = Bundle(directory / "ca.pem", directory / "server.pem", directory / "server.key")
-    bundle.ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    bundle.cert_file.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    bundle.ca_file.write_bytes(_pem(ca))
+    bundle.cert_file.write_bytes(_pem(server))
     bundle.key_file.write_bytes(
         server_key.private_bytes(
             serialization.Encoding.PEM,

@@ -14,7 +14,15 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .errors import FieldViolation, InvalidOrderRequestError, MalformedRequestBodyError
@@ -215,19 +223,44 @@ def _rule(message: str) -> PydanticCustomError:
     return PydanticCustomError("order_rule", message)
 
 
-def _checked_text(
-    value: object, *, blank: str, not_string: str, invalid: str, too_long: str, max_chars: int
-) -> str:
+@dataclass(frozen=True, slots=True)
+class _TextRules:
+    blank: str
+    not_string: str
+    invalid: str
+    too_long: str
+    max_chars: int
+
+
+_TEXT_RULES = {
+    "user_id": _TextRules(
+        USER_ID_BLANK,
+        USER_ID_NOT_STRING,
+        USER_ID_INVALID_CHARACTERS,
+        USER_ID_TOO_LONG,
+        MAX_USER_ID_CHARS,
+    ),
+    "product_name": _TextRules(
+        PRODUCT_NAME_BLANK,
+        PRODUCT_NAME_NOT_STRING,
+        PRODUCT_NAME_INVALID_CHARACTERS,
+        PRODUCT_NAME_TOO_LONG,
+        MAX_PRODUCT_NAME_CHARS,
+    ),
+}
+
+
+def _checked_text(value: object, rules: _TextRules) -> str:
     if value is None:
-        raise _rule(blank)
+        raise _rule(rules.blank)
     if not isinstance(value, str):
-        raise _rule(not_string)
+        raise _rule(rules.not_string)
     if not value.strip():
-        raise _rule(blank)
+        raise _rule(rules.blank)
     if not _is_storable(value):
-        raise _rule(invalid)
-    if len(value) > max_chars:
-        raise _rule(too_long)
+        raise _rule(rules.invalid)
+    if len(value) > rules.max_chars:
+        raise _rule(rules.too_long)
     return value
 
 
@@ -299,29 +332,10 @@ class OrderCreateRequest(BaseModel):
         }
         return absent | data if absent else data
 
-    @field_validator("user_id", mode="plain", json_schema_input_type=str)
+    @field_validator("user_id", "product_name", mode="plain", json_schema_input_type=str)
     @classmethod
-    def _user_id_rules(cls, value: object) -> str:
-        return _checked_text(
-            value,
-            blank=USER_ID_BLANK,
-            not_string=USER_ID_NOT_STRING,
-            invalid=USER_ID_INVALID_CHARACTERS,
-            too_long=USER_ID_TOO_LONG,
-            max_chars=MAX_USER_ID_CHARS,
-        )
-
-    @field_validator("product_name", mode="plain", json_schema_input_type=str)
-    @classmethod
-    def _product_name_rules(cls, value: object) -> str:
-        return _checked_text(
-            value,
-            blank=PRODUCT_NAME_BLANK,
-            not_string=PRODUCT_NAME_NOT_STRING,
-            invalid=PRODUCT_NAME_INVALID_CHARACTERS,
-            too_long=PRODUCT_NAME_TOO_LONG,
-            max_chars=MAX_PRODUCT_NAME_CHARS,
-        )
+    def _text_rules(cls, value: object, info: ValidationInfo) -> str:
+        return _checked_text(value, _TEXT_RULES[str(info.field_name)])
 
     @field_validator("amount", mode="plain", json_schema_input_type=float)
     @classmethod
