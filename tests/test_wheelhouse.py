@@ -325,3 +325,26 @@ def test_both_real_services_name_the_kit_as_a_local_requirement() -> None:
     for service in load_schema().services.values():
         roots = service.local_requirement_roots(CHECKOUT)
         assert [distribution_name(root) for root in roots] == ["clusterforge_service_kit"]
+
+
+def test_the_local_requirements_wheels_are_named_for_reinstalling(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    kit = _stand_in_project(checkout / "services" / "kit", "clusterforge_demo_kit")
+    service = _stand_in_project(
+        checkout / "services" / "demo3",
+        "clusterforge_demo3",
+        requires="clusterforge-demo-kit==0.1.0",
+    )
+    built = build_wheelhouse(service, extra_pip_arguments=OFFLINE, local_requirements=[kit])
+    assert built.local_wheels == ("clusterforge_demo_kit-0.1.0-py3-none-any.whl",)
+
+    def pip_must_not_run(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        raise AssertionError(f"pip ran again: {command}")
+
+    again = build_wheelhouse(
+        service,
+        extra_pip_arguments=OFFLINE,
+        local_requirements=[kit],
+        run_pip=pip_must_not_run,
+    )
+    assert again.local_wheels == built.local_wheels

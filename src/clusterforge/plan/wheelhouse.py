@@ -43,7 +43,8 @@ from clusterforge.errors import ClusterforgeError
 from clusterforge.plan.artifacts import cache_dir, file_digest
 
 MANIFEST_NAME = "clusterforge-wheelhouse.json"
-MANIFEST_FORMAT = 2
+# 3: the manifest names the wheels of the local requirements (``local_wheels``).
+MANIFEST_FORMAT = 3
 PIP_WHEEL_TIMEOUT_S = 900
 # Every source edit makes a new key; older wheelhouses of the same service beyond these
 # are deleted. Hosts keep their own copy, so none of them needs an old one from the cache.
@@ -77,6 +78,9 @@ class Wheelhouse:
     machine: str
     wheels: tuple[str, ...]
     built: bool  # False when the cache already held it
+    # The wheels of the local requirements (the kit): like the project's own, their
+    # version stays the same across source edits, so hosts reinstall them by name.
+    local_wheels: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -216,6 +220,7 @@ def _write_manifest(
     version: str,
     machine: str,
     project_root: Path,
+    local_distributions: Sequence[str] = (),
 ) -> dict[str, object]:
     wheel_hashes = {
         path.name: file_digest(path, "sha256") for path in sorted(wheels_dir.glob("*.whl"), key=str)
@@ -226,6 +231,15 @@ def _write_manifest(
             f"pip wheel of {project_root} left {len(project_wheels)} {distribution} wheels "
             f"(expected one): {sorted(wheel_hashes)}"
         )
+    local_wheels = []
+    for local in local_distributions:
+        found = [name for name in wheel_hashes if name.startswith(f"{local}-")]
+        if len(found) != 1:
+            raise WheelhouseError(
+                f"pip wheel of {project_root} left {len(found)} {local} wheels (expected "
+                f"one, from the local requirement): {sorted(wheel_hashes)}"
+            )
+        local_wheels.extend(found)
     listing = "".join(f"{name} {sha}\n" for name, sha in wheel_hashes.items())
     manifest: dict[str, object] = {
         "format": MANIFEST_FORMAT,
@@ -238,6 +252,7 @@ def _write_manifest(
         "python_version": version,
         "machine": machine,
         "wheels": wheel_hashes,
+        "local_wheels": local_wheels,
     }
     (wheels_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
@@ -263,6 +278,7 @@ def read_wheelhouse(path: Path, *, built: bool = False) -> Wheelhouse:
         machine=str(manifest["machine"]),
         wheels=tuple(sorted(manifest["wheels"])),
         built=built,
+        local_wheels=tuple(str(name) for name in manifest["local_wheels"]),
     )
 
 
@@ -338,6 +354,7 @@ def build_wheelhouse(
             version=version,
             machine=machine,
             project_root=project_root,
+            local_distributions=[distribution_name(path) for path in local_requirements],
         )
         if target.exists():
             shutil.rmtree(target)  # an incomplete leftover: it has no manifest
