@@ -291,10 +291,7 @@ class OrdersSection(_Section):
         if value.startswith("sqlite:///"):
             # The kit's rule (both services'): a file, not sqlite:/// or :memory:. A
             # PostgreSQL URL's syntax is judged where it is parsed (storage.Database).
-            try:
-                check_database_url(value)
-            except ValueError as error:
-                raise ValueError(f"orders.database-url: {error}") from None
+            check_database_url(value)  # the message is put under the key's name
         return value
 
     @field_validator("auth_tokens", mode="before")
