@@ -271,3 +271,80 @@ def test_an_edit_to_the_toolkit_or_the_other_service_keeps_a_services_key(
 )
 def test_the_real_services_are_projects_of_their_own(service: str, distribution: str) -> None:
     assert distribution_name(CHECKOUT / "services" / service) == distribution
+
+
+def _stand_in_project(root: Path, package: str, *, requires: str = "") -> Path:
+    """A stand-in project like ``project``'s, named ``package``, declaring ``requires``."""
+    (root / "src" / package).mkdir(parents=True)
+    distribution = package.replace("_", "-")
+    (root / "pyproject.toml").write_text(
+        "[build-system]\n"
+        "requires = []\n"
+        'build-backend = "stand_in_backend"\n'
+        f'backend-path = ["src/{package}"]\n'
+        "[project]\n"
+        f'name = "{distribution}"\n'
+        'version = "0.1.0"\n'
+        f"dependencies = [{json.dumps(requires) if requires else ''}]\n"
+    )
+    backend = STAND_IN_BACKEND.replace(f'"{DEMO}"', f'"{package}"')
+    if requires:
+        backend = backend.replace(
+            "\\nVersion: {VERSION}\\n", "\\nVersion: {VERSION}\\nRequires-Dist: " + requires + "\\n"
+        )
+        assert "Requires-Dist" in backend
+    (root / "src" / package / "stand_in_backend.py").write_text(backend)
+    (root / "src" / package / "__init__.py").write_text('ANSWER = "one"\n')
+    return root
+
+
+def test_a_local_requirement_is_built_into_the_wheelhouse_and_in_its_key(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    kit = _stand_in_project(checkout / "services" / "kit", "clusterforge_demo_kit")
+    service = _stand_in_project(
+        checkout / "services" / "demo2",
+        "clusterforge_demo2",
+        requires="clusterforge-demo-kit==0.1.0",
+    )
+    # No index has the kit: without it named as a local requirement, pip finds nothing.
+    with pytest.raises(WheelhouseError, match="pip wheel"):
+        build_wheelhouse(service, extra_pip_arguments=OFFLINE)
+    built = build_wheelhouse(service, extra_pip_arguments=OFFLINE, local_requirements=[kit])
+    assert built.project_wheel == "clusterforge_demo2-0.1.0-py3-none-any.whl"
+    assert "clusterforge_demo_kit-0.1.0-py3-none-any.whl" in built.wheels
+    before = built.key
+    assert wheelhouse_key(service, local_requirements=[kit]) == before
+    assert wheelhouse_key(service) != before
+    (kit / "src" / "clusterforge_demo_kit" / "__init__.py").write_text('ANSWER = "two"\n')
+    assert wheelhouse_key(service, local_requirements=[kit]) != before
+
+
+def test_both_real_services_name_the_kit_as_a_local_requirement() -> None:
+    from clusterforge.schema import load_schema
+
+    for service in load_schema().services.values():
+        roots = service.local_requirement_roots(CHECKOUT)
+        assert [distribution_name(root) for root in roots] == ["clusterforge_service_kit"]
+
+
+def test_the_local_requirements_wheels_are_named_for_reinstalling(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    kit = _stand_in_project(checkout / "services" / "kit", "clusterforge_demo_kit")
+    service = _stand_in_project(
+        checkout / "services" / "demo3",
+        "clusterforge_demo3",
+        requires="clusterforge-demo-kit==0.1.0",
+    )
+    built = build_wheelhouse(service, extra_pip_arguments=OFFLINE, local_requirements=[kit])
+    assert built.local_wheels == ("clusterforge_demo_kit-0.1.0-py3-none-any.whl",)
+
+    def pip_must_not_run(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        raise AssertionError(f"pip ran again: {command}")
+
+    again = build_wheelhouse(
+        service,
+        extra_pip_arguments=OFFLINE,
+        local_requirements=[kit],
+        run_pip=pip_must_not_run,
+    )
+    assert again.local_wheels == built.local_wheels

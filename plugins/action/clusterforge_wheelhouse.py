@@ -7,11 +7,13 @@ Arguments:
   project_root: another project folder to build instead (tests; the default comes from
     ``service``).
 Returns ``path`` (the wheelhouse directory in the control node's cache), ``key`` (hashes
-that service's ``pyproject.toml`` and ``src/`` only), ``digest`` (hosts record it to know
-what they installed), ``distribution``, ``extras``, ``project_wheel``, ``requirement``
-(what hosts pass to pip: the wheel with its extras), ``project_version``,
-``python_version`` and ``machine`` (of the interpreter that built the wheels; hosts must
-match both), and ``wheels``; changed only when it was built now.
+that service's ``pyproject.toml`` and ``src/``, and those of the checkout's projects it
+depends on, the kit ``services/kit``, whose wheel the wheelhouse holds too), ``digest``
+(hosts record it to know what they installed), ``distribution``, ``extras``,
+``project_wheel``, ``requirement`` (what hosts pass to pip: the wheel with its extras),
+``project_version``, ``python_version`` and ``machine`` (of the interpreter that built
+the wheels; hosts must match both), ``wheels``, and ``local_wheels`` (the kit's wheel,
+which hosts reinstall like the project's own); changed only when it was built now.
 Run it with ``run_once: true`` and ``delegate_to: localhost``.
 """
 
@@ -47,7 +49,11 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             self._task.args.get("project_root") or definition.project_root(DEFAULT_CHECKOUT)
         )
         try:
-            wheelhouse = build_wheelhouse(project_root, extras=definition.extras)
+            wheelhouse = build_wheelhouse(
+                project_root,
+                extras=definition.extras,
+                local_requirements=definition.local_requirement_roots(DEFAULT_CHECKOUT),
+            )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
         result.update(
@@ -63,5 +69,6 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             python_version=wheelhouse.python_version,
             machine=wheelhouse.machine,
             wheels=list(wheelhouse.wheels),
+            local_wheels=list(wheelhouse.local_wheels),
         )
         return result

@@ -1,7 +1,8 @@
 # Sourced by the scripts: makes sure .venv exists and holds this checkout's pinned
-# dependencies: the toolkit with its dev extra, and the two services (projects of their
-# own under services/) with what their tests need. Reinstalls only when one of the three
-# pyproject.toml files or this file (how it installs) changed. Sets REPO and VENV.
+# dependencies: the toolkit with its dev extra, the two services (projects of their own
+# under services/) with what their tests need, and the kit both depend on (services/kit).
+# Reinstalls only when one of the four pyproject.toml files or this file (how it
+# installs) changed. Sets REPO and VENV.
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV="$REPO/.venv"
 
@@ -23,7 +24,8 @@ ensure_venv() {
     # This file is part of the key: a venv made by an older install step (one without
     # the byte-compiling below, say) is made again rather than kept as it was.
     wanted=$(cat "$REPO/pyproject.toml" "$REPO/services/userdir/pyproject.toml" \
-        "$REPO/services/orders/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)
+        "$REPO/services/orders/pyproject.toml" "$REPO/services/kit/pyproject.toml" \
+        "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
         echo "clusterforge: installing the project and its pinned dependencies into $VENV" >&2
         "$VENV/bin/pip" install --quiet --upgrade pip >/dev/null

@@ -77,6 +77,9 @@ class Service:
     project: str  # relative to the checkout
     package: str
     extras: tuple[str, ...] = ()
+    # Projects of the checkout the service depends on (services/kit): built into its
+    # wheelhouse beside it, since no package index has them.
+    local_requirements: tuple[str, ...] = ()
     settings_file_name: str
     database: str  # the PostgreSQL database and login role the postgresql role creates
     status_name: str  # its name in lab.json and scripts/status
@@ -84,6 +87,9 @@ class Service:
 
     def project_root(self, checkout: Path) -> Path:
         return checkout / self.project
+
+    def local_requirement_roots(self, checkout: Path) -> tuple[Path, ...]:
+        return tuple(checkout / project for project in self.local_requirements)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +156,7 @@ def _service(role: str, raw: Mapping[str, Any]) -> Service:
         project=raw["project"],
         package=raw["package"],
         extras=tuple(raw.get("extras", ())),
+        local_requirements=tuple(raw.get("local_requirements", ())),
         settings_file_name=raw["settings_file_name"],
         database=raw["database"],
         status_name=raw["status_name"],

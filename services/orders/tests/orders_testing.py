@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
 
 from clusterforge_orders import (
     OrderServiceRuntime,
@@ -24,7 +25,6 @@ from clusterforge_orders import (
     create_app,
     load_settings,
 )
-from clusterforge_orders.http_guard import guarded_protocol
 from clusterforge_orders.sinks import DeliveryResult, OrderDocument
 
 
@@ -96,9 +96,8 @@ ServerFactory = Callable[..., RunningServer]
 def serve_in_thread(runtime: OrderServiceRuntime) -> RunningServer:
     """The real app under uvicorn on a free 127.0.0.1 port, in a thread of this process.
 
-    It runs the protocol the console script runs (http_guard), with the settings' limits.
+    It runs the protocol the console script runs (the kit's guard), with the settings' limits.
     """
-    settings = runtime.settings
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listening.bind(("127.0.0.1", 0))
@@ -108,10 +107,7 @@ def serve_in_thread(runtime: OrderServiceRuntime) -> RunningServer:
         log_level="warning",
         access_log=False,
         lifespan="on",
-        http=guarded_protocol(
-            max_header_bytes=settings.orders.max_header_bytes,
-            read_timeout_seconds=settings.orders.read_timeout_seconds,
-        ),
+        http=GuardedHttpToolsProtocol,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
@@ -130,6 +126,14 @@ def serve_in_thread(runtime: OrderServiceRuntime) -> RunningServer:
         server=server,
         thread=thread,
     )
+
+
+def metric_value(text: str, line_start: str) -> float:
+    """The value of the first sample of Prometheus ``text`` that starts with ``line_start``."""
+    for line in text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"metric {line_start} not found")
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:

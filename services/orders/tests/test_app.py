@@ -19,18 +19,12 @@ from clusterforge_orders.storage import (
     orders_table,
 )
 from orders_testing import RecordingSender, make_settings, wait_until
+from orders_testing import metric_value as _metric
 
 
 def _count(runtime, table) -> int:  # type: ignore[no-untyped-def]
     with runtime.database.engine.connect() as connection:
         return int(connection.execute(select(func.count()).select_from(table)).scalar_one())
-
-
-def _metric(text: str, line_start: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"metric {line_start} not found")
 
 
 def test_created_order_is_stored_audited_notified_and_synchronized(

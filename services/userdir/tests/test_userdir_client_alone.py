@@ -1,8 +1,9 @@
 """The client installs and works without the server's dependencies.
 
 The base install of ``clusterforge-userdir`` declares httpx (and httpcore, which the
-client's deadline uses directly), pydantic and PyYAML only;
-FastAPI, SQLAlchemy and the rest come with the ``server`` extra. The fresh-virtualenv test
+client's deadline uses directly), pydantic, PyYAML and the services' kit (whose base
+install is the standard library only); FastAPI, SQLAlchemy and the rest come with the
+``server`` extra. The fresh-virtualenv test
 cannot reach a package index, so a stand-in for it is used: a folder holding only the
 client's dependency closure (taken from this environment's installed distributions, by
 their metadata), put on the new virtualenv's path with a ``.pth`` file.
@@ -21,9 +22,12 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-CLIENT_REQUIREMENTS = {"httpx", "httpcore", "pydantic", "pyyaml"}
+KIT = "clusterforge-service-kit"
+CLIENT_REQUIREMENTS = {"httpx", "httpcore", "pydantic", "pyyaml", KIT}
 SERVER_ONLY = {"fastapi", "sqlalchemy", "alembic", "uvicorn", "psycopg", "pydantic-settings"}
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "clusterforge_userdir"
+# The kit from its source tree, like the package: both are editable installs here.
+KIT_PACKAGE = Path(__file__).resolve().parents[2] / "kit" / "src" / "clusterforge_service_kit"
 
 
 def _name(requirement: str) -> str:
@@ -42,6 +46,7 @@ def _unconditional(distribution: str) -> list[str]:
 
 def test_the_base_install_requires_only_the_clients_dependencies() -> None:
     assert set(_unconditional("clusterforge-userdir")) == CLIENT_REQUIREMENTS
+    assert _unconditional(KIT) == [], "the kit's base install is the standard library only"
     server = {
         _name(requirement)
         for requirement in metadata.requires("clusterforge-userdir") or []
@@ -80,11 +85,12 @@ def test_the_client_imports_and_runs_in_a_fresh_virtualenv_without_the_server(
     assert not closure & SERVER_ONLY, closure
     site = tmp_path / "stand-in-index-site"
     site.mkdir()
-    for distribution in closure:
+    for distribution in closure - {KIT}:
         origin = Path(str(metadata.distribution(distribution).locate_file("")))
         for entry in _top_level_entries(distribution):
             (site / entry).symlink_to(origin / entry)
     (site / PACKAGE.name).symlink_to(PACKAGE)
+    (site / KIT_PACKAGE.name).symlink_to(KIT_PACKAGE)
     environment = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(environment)
     python = environment / "bin" / "python"

@@ -98,7 +98,7 @@ def ssl_answering_listener() -> Iterator[int]:
         ),
         (
             "sqlite:////nonexistent-userdir-directory/userdir.db",
-            "/nonexistent-userdir-directory of the SQLite file does not exist",
+            "its directory /nonexistent-userdir-directory does not exist",
             "create it",
         ),
     ],

@@ -14,8 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import uvicorn
-
-from clusterforge_userdir.http_limits import BoundedHttpToolsProtocol
+from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
 
 POSTGRES_URL_VARIABLE = "CLUSTERFORGE_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
@@ -58,7 +57,7 @@ def serve_in_thread(
         port=port,
         log_level=log_level,
         lifespan="on",
-        http=BoundedHttpToolsProtocol,
+        http=GuardedHttpToolsProtocol,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)

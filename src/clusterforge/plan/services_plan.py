@@ -5,9 +5,10 @@ whose runtime needs FastAPI and SQLAlchemy, which the control node does not inst
 Their settings, though, must be checked by the services' *own* settings models before
 any host is touched, so that a value the service would refuse at start is refused here,
 naming the inventory variable. Each service keeps its settings model in a module that
-imports nothing but pydantic, pydantic-settings, PyYAML and (orders) its ``errors``
-module: ``settings.py``. :func:`load_settings_module` loads that one file, and its
-siblings it imports relatively, under a private package name without running the
+imports nothing but pydantic, pydantic-settings, PyYAML, (orders) its ``errors`` module
+and the kit both services share (``services/kit``, its standard-library part: the token,
+file and URL rules): ``settings.py``. :func:`load_settings_module` loads that one file,
+and its siblings it imports relatively, under a private package name without running the
 package's ``__init__`` (which would import the web framework). It looks in this order:
 
 1. the service's source tree in the checkout (``services/<dir>/src/<package>``), which is
@@ -107,10 +108,26 @@ def _module_directory(definition: ServiceDefinition, checkout: Path | None) -> P
     )
 
 
+def _make_local_requirements_importable(
+    definition: ServiceDefinition, checkout: Path | None
+) -> None:
+    """Put the source of the checkout's projects the service needs (the kit) on the path.
+
+    Only when they are not installed: the settings modules import the kit's rules (its
+    standard-library part), and a control node may have the toolkit alone.
+    """
+    for root in definition.local_requirement_roots(checkout or DEFAULT_PROJECT_ROOT):
+        for package in sorted((root / "src").glob("*/__init__.py")):
+            name = package.parent.name
+            if importlib.util.find_spec(name) is None:
+                sys.path.append(str(package.parent.parent))
+
+
 def load_settings_module(service: str, *, checkout: Path | None = None) -> types.ModuleType:
     """The ``settings`` module of ``service``, loaded without the package's ``__init__``."""
     definition = SERVICES[service]
     directory = _module_directory(definition, checkout)
+    _make_local_requirements_importable(definition, checkout)
     private = f"{_PRIVATE_PACKAGE_PREFIX}{definition.package}"
     loaded = sys.modules.get(private)
     if loaded is None or list(getattr(loaded, "__path__", [])) != [str(directory)]:

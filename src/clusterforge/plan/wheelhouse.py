@@ -8,9 +8,15 @@ extras asked for, e.g. the user directory's ``server``) into the artifact cache,
 ``wheelhouse/<distribution>/<key>``. The key hashes everything the wheels are made from:
 the service's ``pyproject.toml``, the files under its ``src/``, the extras, and the
 interpreter's minor version and machine (wheels with C extensions fit only those).
-Nothing outside the service's folder is in the key, so an edit to the toolkit
-(``src/clusterforge``) never reinstalls or restarts a service. A key already in the
-cache is reused without running pip.
+Nothing outside the service's folder and its local requirements is in the key, so an
+edit to the toolkit (``src/clusterforge``) never reinstalls or restarts a service. A key
+already in the cache is reused without running pip.
+
+A service's *local requirements* are projects of the checkout it depends on by an exact
+pin and that no package index has: the kit both services share (``services/kit``). Each
+is staged and named to ``pip wheel`` beside the service, so pip takes it from there for
+the pin and builds it as a wheel of its own into the same wheelhouse (hosts install it
+from there with ``--find-links``); its ``pyproject.toml`` and ``src/`` are in the key.
 
 The project is copied into a scratch directory before it is built, so the build writes
 no ``build/`` or ``*.egg-info`` into the checkout. ``README.md`` is copied too (the
@@ -37,7 +43,8 @@ from clusterforge.errors import ClusterforgeError
 from clusterforge.plan.artifacts import cache_dir, file_digest
 
 MANIFEST_NAME = "clusterforge-wheelhouse.json"
-MANIFEST_FORMAT = 2
+# 3: the manifest names the wheels of the local requirements (``local_wheels``).
+MANIFEST_FORMAT = 3
 PIP_WHEEL_TIMEOUT_S = 900
 # Every source edit makes a new key; older wheelhouses of the same service beyond these
 # are deleted. Hosts keep their own copy, so none of them needs an old one from the cache.
@@ -71,6 +78,9 @@ class Wheelhouse:
     machine: str
     wheels: tuple[str, ...]
     built: bool  # False when the cache already held it
+    # The wheels of the local requirements (the kit): like the project's own, their
+    # version stays the same across source edits, so hosts reinstall them by name.
+    local_wheels: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -143,10 +153,16 @@ def _check_project(project_root: Path) -> None:
 
 
 def wheelhouse_key(
-    project_root: Path, *, extras: Sequence[str] = (), python: str | None = None
+    project_root: Path,
+    *,
+    extras: Sequence[str] = (),
+    python: str | None = None,
+    local_requirements: Sequence[Path] = (),
 ) -> str:
     """A hash of what the wheelhouse is built from (see the module docstring)."""
     _check_project(project_root)
+    for requirement in local_requirements:
+        _check_project(requirement)
     version, machine = interpreter_tag(python)
     digest = hashlib.sha256()
 
@@ -162,6 +178,12 @@ def wheelhouse_key(
     add("pyproject.toml", (project_root / "pyproject.toml").read_bytes())
     for path in _project_sources(project_root):
         add(path.relative_to(project_root).as_posix(), path.read_bytes())
+    for requirement in local_requirements:
+        # Labelled by the project's distribution name, so moving it changes nothing.
+        name = distribution_name(requirement)
+        add(f"{name}:pyproject.toml", (requirement / "pyproject.toml").read_bytes())
+        for path in _project_sources(requirement):
+            add(f"{name}:{path.relative_to(requirement).as_posix()}", path.read_bytes())
     return digest.hexdigest()[:24]
 
 
@@ -198,6 +220,7 @@ def _write_manifest(
     version: str,
     machine: str,
     project_root: Path,
+    local_distributions: Sequence[str] = (),
 ) -> dict[str, object]:
     wheel_hashes = {
         path.name: file_digest(path, "sha256") for path in sorted(wheels_dir.glob("*.whl"), key=str)
@@ -208,6 +231,15 @@ def _write_manifest(
             f"pip wheel of {project_root} left {len(project_wheels)} {distribution} wheels "
             f"(expected one): {sorted(wheel_hashes)}"
         )
+    local_wheels = []
+    for local in local_distributions:
+        found = [name for name in wheel_hashes if name.startswith(f"{local}-")]
+        if len(found) != 1:
+            raise WheelhouseError(
+                f"pip wheel of {project_root} left {len(found)} {local} wheels (expected "
+                f"one, from the local requirement): {sorted(wheel_hashes)}"
+            )
+        local_wheels.extend(found)
     listing = "".join(f"{name} {sha}\n" for name, sha in wheel_hashes.items())
     manifest: dict[str, object] = {
         "format": MANIFEST_FORMAT,
@@ -220,6 +252,7 @@ def _write_manifest(
         "python_version": version,
         "machine": machine,
         "wheels": wheel_hashes,
+        "local_wheels": local_wheels,
     }
     (wheels_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
@@ -245,6 +278,7 @@ def read_wheelhouse(path: Path, *, built: bool = False) -> Wheelhouse:
         machine=str(manifest["machine"]),
         wheels=tuple(sorted(manifest["wheels"])),
         built=built,
+        local_wheels=tuple(str(name) for name in manifest["local_wheels"]),
     )
 
 
@@ -255,11 +289,14 @@ def build_wheelhouse(
     python: str | None = None,
     extra_pip_arguments: Sequence[str] = (),
     run_pip: PipRunner = _run_pip,
+    local_requirements: Sequence[Path] = (),
 ) -> Wheelhouse:
     """Return the wheelhouse for ``project_root``, building it first when its key is new.
 
     ``project_root`` is a service's project folder (``services/userdir``); ``extras`` are
-    its optional-dependency groups the hosts need (``("server",)``). ``python`` is the
+    its optional-dependency groups the hosts need (``("server",)``);
+    ``local_requirements`` are the checkout's projects it depends on (``services/kit``),
+    built into the same wheelhouse. ``python`` is the
     interpreter whose pip builds the wheels (default: this one); the hosts' python3 must
     have the same minor version. ``extra_pip_arguments`` go to
     ``pip wheel`` as they are. A failed build leaves nothing behind in the cache.
@@ -268,7 +305,10 @@ def build_wheelhouse(
     python = python or sys.executable
     extras = tuple(sorted(extras))
     distribution = distribution_name(project_root)
-    key = wheelhouse_key(project_root, extras=extras, python=python)
+    local_requirements = tuple(path.resolve() for path in local_requirements)
+    key = wheelhouse_key(
+        project_root, extras=extras, python=python, local_requirements=local_requirements
+    )
     target = wheelhouse_root(distribution) / key
     if (target / MANIFEST_NAME).is_file():
         return read_wheelhouse(target)
@@ -280,6 +320,11 @@ def build_wheelhouse(
         source = scratch / "source"
         wheels_dir = scratch / "wheels"
         _stage_project(project_root, source)
+        staged_requirements = []
+        for position, requirement in enumerate(local_requirements):
+            staged = scratch / f"requirement-{position}"
+            _stage_project(requirement, staged)
+            staged_requirements.append(str(staged))
         command = [
             python,
             "-m",
@@ -290,6 +335,8 @@ def build_wheelhouse(
             "--wheel-dir",
             str(wheels_dir),
             *extra_pip_arguments,
+            # Named first: pip then takes them for the service's pins on them.
+            *staged_requirements,
             f"{source}[{','.join(extras)}]" if extras else str(source),
         ]
         answer = run_pip(command)
@@ -307,6 +354,7 @@ def build_wheelhouse(
             version=version,
             machine=machine,
             project_root=project_root,
+            local_distributions=[distribution_name(path) for path in local_requirements],
         )
         if target.exists():
             shutil.rmtree(target)  # an incomplete leftover: it has no manifest

@@ -8,11 +8,16 @@ Decisions for what the spec leaves "not shown" (documented in docs/orders.md):
 - malformed JSON is 400 ``malformed_json``; a body that is not declared JSON is 415;
   a body over 64 KiB is 413; request line and headers over ``orders.max-header-bytes``
   are 431 and a request not received whole within ``orders.read-timeout-seconds`` is
-  408 (both http_guard.py);
+  408 (both by the kit's guard, clusterforge_service_kit.http_edge);
 - with tokens configured, POST /orders and GET /metrics without a valid bearer token are
   401 (auth.py); GET /health and the OpenAPI document stay open;
 - a failing synchronous listener (or any other failure) is 500 ``order_not_created``,
-  and nothing of the order is stored.
+  and nothing of the order is stored;
+- every other error (an unknown path, a trailing slash, a method a path does not take,
+  an unexpected failure) has the same shape, its ``error`` the status's name in
+  snake_case (``not_found``, ``method_not_allowed``, ``internal_server_error``); a
+  trailing slash is 404, never a redirect (whose Location would be built from the
+  client's Host header).
 """
 
 from __future__ import annotations
@@ -21,10 +26,14 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 
 import anyio
+from clusterforge_service_kit.http_edge import EdgeLimits, error_and_violations_body
+from clusterforge_service_kit.metrics import RequestMetricsMiddleware
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .auth import BearerTokenMiddleware
@@ -36,13 +45,7 @@ from .errors import (
     UnsupportedMediaTypeError,
 )
 from .metrics import PROMETHEUS_CONTENT_TYPE
-from .models import (
-    MAX_FRACTION_DIGITS,
-    MAX_INTEGER_DIGITS,
-    MAX_PRODUCT_NAME_CHARS,
-    MAX_USER_ID_CHARS,
-    parse_order_create_request,
-)
+from .models import order_request_json_schema, parse_order_create_request
 from .runtime import OrderServiceRuntime
 
 logger = logging.getLogger(__name__)
@@ -53,8 +56,6 @@ MAX_BODY_BYTES = 64 * 1024
 ORDER_WORKER_THREADS = 8
 JSON_MEDIA_TYPE = "application/json"
 BEARER_SCHEME = "bearerToken"
-# userId and productName: something other than white space, and no NUL anywhere.
-TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 _ERROR_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -113,6 +114,36 @@ def _json_response(status_code: int, body: bytes) -> Response:
     return Response(content=body, status_code=status_code, media_type=JSON_MEDIA_TYPE)
 
 
+def _status_code_name(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    except ValueError:
+        return "error"
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Starlette's own answers (404, 405, 500) in the service's one error shape."""
+
+    async def on_http_error(_request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException):
+            raise exc
+        status = exc.status_code
+        message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+        response = _json_response(status, _error_body(_status_code_name(status), message))
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
+
+    async def on_unexpected(_request: Request, exc: Exception) -> Response:
+        logger.error("unexpected failure: %s", type(exc).__name__, exc_info=exc)
+        return _json_response(
+            500, _error_body("internal_server_error", "internal server error; see the log")
+        )
+
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
 def _is_json_content_type(header: str | None) -> bool:
     if not header:
         return False
@@ -150,9 +181,20 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
         version="1",
         lifespan=lifespan,
         openapi_url="/openapi.json",
+        redirect_slashes=False,
     )
     app.state.runtime = runtime
+    # Read by the kit's GuardedHttpToolsProtocol, which uvicorn creates before any request.
+    app.state.http_edge = EdgeLimits(
+        max_header_bytes=runtime.settings.orders.max_header_bytes,
+        read_timeout_seconds=runtime.settings.orders.read_timeout_seconds,
+        error_body=error_and_violations_body,
+        logger_name="clusterforge_orders.http",
+    )
+    _install_error_handlers(app)
     app.add_middleware(BearerTokenMiddleware, accepted_tokens=runtime.accepted_tokens)
+    # Added last, so outermost: 401s are counted and timed too.
+    app.add_middleware(RequestMetricsMiddleware, metrics=runtime.request_metrics)
     # Secured operations name the scheme only when tokens are configured, so the document
     # says what this instance enforces.
     security: list[dict[str, list[str]]] = [{BEARER_SCHEME: []}] if runtime.accepted_tokens else []
@@ -178,41 +220,10 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
         },
         openapi_extra={
             "security": security,
+            # Generated from the pydantic model that validates the body (models.py).
             "requestBody": {
                 "required": True,
-                "content": {
-                    JSON_MEDIA_TYPE: {
-                        "schema": {
-                            "type": "object",
-                            "required": ["userId", "productName", "amount"],
-                            "properties": {
-                                # pattern: not blank (a space alone is refused) and no
-                                # NUL (PostgreSQL text cannot hold it).
-                                "userId": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "maxLength": MAX_USER_ID_CHARS,
-                                    "pattern": TEXT_PATTERN,
-                                },
-                                "productName": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "maxLength": MAX_PRODUCT_NAME_CHARS,
-                                    "pattern": TEXT_PATTERN,
-                                },
-                                "amount": {
-                                    "type": "number",
-                                    "minimum": 1,
-                                    "exclusiveMaximum": 10**MAX_INTEGER_DIGITS,
-                                    "description": (
-                                        f"At most {MAX_INTEGER_DIGITS} integer and "
-                                        f"{MAX_FRACTION_DIGITS} fraction digits"
-                                    ),
-                                },
-                            },
-                        }
-                    }
-                },
+                "content": {JSON_MEDIA_TYPE: {"schema": order_request_json_schema()}},
             },
         },
     )
@@ -228,7 +239,9 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
                 "client %s disconnected before sending the whole order; nothing stored",
                 f"{client.host}:{client.port}" if client else "(unknown)",
             )
-            return Response(status_code=400)
+            return _json_response(
+                400, _error_body("client_disconnected", "the body did not arrive whole")
+            )
         except RequestRejectedError as rejection:
             return _json_response(
                 rejection.status_code,

@@ -2,17 +2,17 @@
 
 Like the user directory's (``clusterforge_userdir.middleware``): raw ASGI rather than
 Starlette's BaseHTTPMiddleware, because it runs on every order and the latter costs a task
-and a queue per request. Every accepted token is compared, in constant time, so the time
-taken tells nothing about which token was close. /health (probes) and the OpenAPI document
-stay open; with no token configured (allowed on a loopback bind only, see settings.py)
-everything is open.
+and a queue per request. The check is the kit's (``BearerTokens``): every accepted token
+is compared, in constant time, so the time taken tells nothing about which was close.
+/health (probes) and the OpenAPI document stay open; with no token configured (allowed
+on a loopback bind only, see settings.py) everything is open.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable
 
+from clusterforge_service_kit import BearerTokens
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -27,7 +27,7 @@ class BearerTokenMiddleware:
 
     def __init__(self, app: ASGIApp, *, accepted_tokens: Iterable[str]) -> None:
         self.app = app
-        self._accepted_tokens = tuple(token.encode() for token in accepted_tokens)
+        self._accepted_tokens = BearerTokens(accepted_tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -54,16 +54,4 @@ class BearerTokenMiddleware:
         await send({"type": "http.response.body", "body": UNAUTHORIZED_BODY})
 
     def token_accepted(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
-        authorization = b""
-        for name, value in headers:
-            if name == b"authorization":
-                authorization = value
-                break
-        scheme, _, token = authorization.partition(b" ")
-        token = token.strip()
-        if scheme.lower() != b"bearer" or not token:
-            return False
-        accepted = False
-        for candidate in self._accepted_tokens:
-            accepted |= hmac.compare_digest(candidate, token)
-        return accepted
+        return self._accepted_tokens.accepts_headers(headers)

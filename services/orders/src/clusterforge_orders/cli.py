@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
+from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
 
 from .app import create_app
 from .errors import OrdersError
-from .http_guard import guarded_protocol
 from .logsafe import configure_logging
 from .runtime import OrderServiceRuntime
 from .settings import load_settings
@@ -82,10 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=settings.orders.port,
             access_log=settings.orders.access_log,
             log_level=settings.orders.log_level,
-            http=guarded_protocol(
-                max_header_bytes=settings.orders.max_header_bytes,
-                read_timeout_seconds=settings.orders.read_timeout_seconds,
-            ),
+            # The kit's guard; it reads the limits from the app (app.state.http_edge).
+            http=GuardedHttpToolsProtocol,
             log_config=None,
             timeout_graceful_shutdown=None,
         )

@@ -1,13 +1,27 @@
-"""Counters of the order service, rendered in the Prometheus text format (0.0.4)."""
+"""Counters of the order service, exposed through ``prometheus_client``.
+
+:class:`OrderMetrics` counts as the service works (the listeners and the outbox call it,
+and tests read it); :class:`OrderMetricsCollector` turns those counts, the executor's
+state and the outbox backlog into metric families when ``GET /metrics`` is scraped, into
+the app's registry beside the kit's request metrics (:mod:`clusterforge_service_kit.metrics`).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from clusterforge_service_kit.metrics import PROMETHEUS_CONTENT_TYPE
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from .executor import ExecutorStats
 
-PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+__all__ = ["PROMETHEUS_CONTENT_TYPE", "OrderMetrics", "OrderMetricsCollector", "OutboxBacklog"]
 
 
 class OrderMetrics:
@@ -112,110 +126,180 @@ class OrderMetrics:
         with self._lock:
             return self._after_commit_skipped[listener]
 
-    def render_prometheus(
-        self, *, executor_name: str, executor: ExecutorStats, outbox_undelivered: int | None = None
-    ) -> str:
+    def snapshot(self) -> _Counts:
+        """Every count at one moment (one lock), for a scrape."""
         with self._lock:
-            listeners = list(self._listeners)
-            lines = [
-                "# HELP orders_created_total Orders committed.",
-                "# TYPE orders_created_total counter",
-                f"orders_created_total {self._orders_created}",
-                "# HELP orders_events_published_total Events published on the bus.",
-                "# TYPE orders_events_published_total counter",
-            ]
-            event_types = sorted(self._events_published) or ["OrderCreatedEvent"]
-            lines += [
-                f'orders_events_published_total{{event="{name}"}} {self._events_published[name]}'
-                for name in event_types
-            ]
-            for metric, help_text, counts in (
-                (
-                    "orders_listener_failures_total",
-                    "Listener invocations that raised.",
-                    self._listener_failures,
-                ),
-                (
-                    "orders_event_task_rejections_total",
-                    "Asynchronous listener tasks the executor rejected.",
-                    self._task_rejections,
-                ),
-                (
-                    "orders_after_commit_skipped_total",
-                    "After-commit listeners skipped for lack of a transaction.",
-                    self._after_commit_skipped,
-                ),
-            ):
-                lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
-                lines += [f'{metric}{{listener="{name}"}} {counts[name]}' for name in listeners]
-            for metric, help_text, value in (
-                (
-                    "orders_outbox_delivered_total",
-                    "Outbox deliveries the target confirmed (listener and relay).",
-                    self._outbox_delivered,
-                ),
-                (
-                    "orders_outbox_delivery_failures_total",
-                    "Outbox deliveries that failed and were left for the relay.",
-                    self._outbox_delivery_failures,
-                ),
-                (
-                    "orders_outbox_relayed_total",
-                    "Outbox rows the relay delivered.",
-                    self._outbox_relayed,
-                ),
-                (
-                    "orders_outbox_batches_total",
-                    "Batches of orders sent to the target (listener and relay).",
-                    self._outbox_batches,
-                ),
-                (
-                    "orders_outbox_handoffs_refused_total",
-                    "Orders the delivery worker's full or stopped queue left to the relay.",
-                    self._outbox_handoffs_refused,
-                ),
-            ):
-                lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
-                lines.append(f"{metric} {value}")
-        label = f'{{executor="{executor_name}"}}'
-        for metric, kind, help_text, value in (
+            return _Counts(
+                listeners=tuple(self._listeners),
+                orders_created=self._orders_created,
+                events_published=dict(self._events_published),
+                listener_failures=dict(self._listener_failures),
+                task_rejections=dict(self._task_rejections),
+                after_commit_skipped=dict(self._after_commit_skipped),
+                outbox_delivered=self._outbox_delivered,
+                outbox_delivery_failures=self._outbox_delivery_failures,
+                outbox_relayed=self._outbox_relayed,
+                outbox_batches=self._outbox_batches,
+                outbox_handoffs_refused=self._outbox_handoffs_refused,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    listeners: tuple[str, ...]
+    orders_created: int
+    events_published: dict[str, int]
+    listener_failures: dict[str, int]
+    task_rejections: dict[str, int]
+    after_commit_skipped: dict[str, int]
+    outbox_delivered: int
+    outbox_delivery_failures: int
+    outbox_relayed: int
+    outbox_batches: int
+    outbox_handoffs_refused: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxBacklog:
+    """Undelivered outbox rows, and the creation time of the oldest (None: none)."""
+
+    undelivered: int
+    oldest_created_at: datetime | None
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, value=value)
+
+
+def _counter_by(
+    name: str, documentation: str, label: str, values: dict[str, int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for key, value in values.items():
+        family.add_metric([key], value)
+    return family
+
+
+class OrderMetricsCollector(Collector):
+    """The service's own metrics, read from their sources at each scrape."""
+
+    def __init__(
+        self,
+        *,
+        metrics: OrderMetrics,
+        executor_name: str,
+        executor_stats: Callable[[], ExecutorStats],
+        outbox_backlog: Callable[[], OutboxBacklog | None],
+        now: Callable[[], datetime] = datetime.now,
+    ) -> None:
+        self._metrics = metrics
+        self._executor_name = executor_name
+        self._executor_stats = executor_stats
+        self._outbox_backlog = outbox_backlog
+        self._now = now
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._metrics.snapshot()
+        yield _counter("orders_created", "Orders committed.", counts.orders_created)
+        yield _counter_by(
+            "orders_events_published",
+            "Events published on the bus.",
+            "event",
+            counts.events_published or {"OrderCreatedEvent": 0},
+        )
+        for name, documentation, values in (
+            (
+                "orders_listener_failures",
+                "Listener invocations that raised.",
+                counts.listener_failures,
+            ),
+            (
+                "orders_event_task_rejections",
+                "Asynchronous listener tasks the executor rejected.",
+                counts.task_rejections,
+            ),
+            (
+                "orders_after_commit_skipped",
+                "After-commit listeners skipped for lack of a transaction.",
+                counts.after_commit_skipped,
+            ),
+        ):
+            every_listener = {listener: values.get(listener, 0) for listener in counts.listeners}
+            yield _counter_by(name, documentation, "listener", every_listener)
+        yield _counter(
+            "orders_outbox_delivered",
+            "Outbox deliveries the target confirmed (listener and relay).",
+            counts.outbox_delivered,
+        )
+        yield _counter(
+            "orders_outbox_delivery_failures",
+            "Outbox deliveries that failed and were left for the relay.",
+            counts.outbox_delivery_failures,
+        )
+        yield _counter(
+            "orders_outbox_relayed", "Outbox rows the relay delivered.", counts.outbox_relayed
+        )
+        yield _counter(
+            "orders_outbox_batches",
+            "Batches of orders sent to the target (listener and relay).",
+            counts.outbox_batches,
+        )
+        yield _counter(
+            "orders_outbox_handoffs_refused",
+            "Orders the delivery worker's full or stopped queue left to the relay.",
+            counts.outbox_handoffs_refused,
+        )
+        yield from self._executor_families()
+        backlog = self._outbox_backlog()
+        if backlog is not None:
+            yield GaugeMetricFamily(
+                "orders_outbox_undelivered",
+                "Outbox rows not delivered yet.",
+                value=backlog.undelivered,
+            )
+            age = 0.0
+            if backlog.oldest_created_at is not None:
+                age = max((self._now() - backlog.oldest_created_at).total_seconds(), 0.0)
+            yield GaugeMetricFamily(
+                "orders_outbox_oldest_undelivered_age_seconds",
+                "Seconds since the oldest undelivered order was taken (0 when none waits).",
+                value=age,
+            )
+
+    def _executor_families(self) -> Iterator[Metric]:
+        stats = self._executor_stats()
+        for name, family_type, documentation, value in (
             (
                 "orders_event_executor_pool_size",
-                "gauge",
+                GaugeMetricFamily,
                 "Threads in the pool.",
-                executor.pool_size,
+                stats.pool_size,
             ),
             (
                 "orders_event_executor_active_threads",
-                "gauge",
+                GaugeMetricFamily,
                 "Threads running a task.",
-                executor.active_threads,
+                stats.active_threads,
             ),
             (
                 "orders_event_executor_queue_size",
-                "gauge",
+                GaugeMetricFamily,
                 "Tasks waiting in the queue.",
-                executor.queue_size,
+                stats.queue_size,
             ),
             (
-                "orders_event_executor_completed_tasks_total",
-                "counter",
+                "orders_event_executor_completed_tasks",
+                CounterMetricFamily,
                 "Tasks finished.",
-                executor.completed_tasks,
+                stats.completed_tasks,
             ),
             (
-                "orders_event_executor_rejected_tasks_total",
-                "counter",
+                "orders_event_executor_rejected_tasks",
+                CounterMetricFamily,
                 "Tasks rejected.",
-                executor.rejected_tasks,
+                stats.rejected_tasks,
             ),
         ):
-            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
-            lines.append(f"{metric}{label} {value}")
-        if outbox_undelivered is not None:
-            lines += [
-                "# HELP orders_outbox_undelivered Outbox rows not delivered yet.",
-                "# TYPE orders_outbox_undelivered gauge",
-                f"orders_outbox_undelivered {outbox_undelivered}",
-            ]
-        return "\n".join(lines) + "\n"
+            family = family_type(name, documentation, labels=["executor"])
+            family.add_metric([self._executor_name], value)
+            yield family

@@ -1,4 +1,4 @@
-"""The request, the response and the event, and the validation between body and request.
+"""The request (a pydantic model with the spec's rules), the response and the event.
 
 ``amount`` is a :class:`~decimal.Decimal` from the bytes of the body to the bytes of the
 response: the body is parsed with ``parse_float=Decimal`` and the response renders the
@@ -11,8 +11,19 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from .errors import FieldViolation, InvalidOrderRequestError, MalformedRequestBodyError
 
@@ -41,15 +52,8 @@ MAX_INTEGER_DIGITS = 32
 MAX_FRACTION_DIGITS = 32
 
 CREATE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
-
-
-@dataclass(frozen=True, slots=True)
-class OrderCreateRequest:
-    """A request that passed validation."""
-
-    user_id: str
-    product_name: str
-    amount: Decimal
+# userId and productName: something other than white space, and no NUL anywhere.
+TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,26 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class OverflowingNumber:
+    """A JSON number whose exponent no Decimal holds (``1e9999999999999999999``).
+
+    Valid JSON, so it is no reason to refuse the whole body: the field it stands in is
+    judged like any other (out of range for ``amount``, not a string for a text field).
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _decimal_or_overflow(text: str) -> Decimal | OverflowingNumber:
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return OverflowingNumber(text)
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """Parse ``body`` as a JSON object whose numbers are all Decimals."""
     if not body.strip():
@@ -146,7 +170,10 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
         document = json.loads(
-            text, parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant
+            text,
+            parse_float=_decimal_or_overflow,
+            parse_int=_decimal_or_overflow,
+            parse_constant=_reject_constant,
         )
     except UnicodeDecodeError as error:
         raise MalformedRequestBodyError(f"request body is not UTF-8: {error.reason}") from error
@@ -175,7 +202,7 @@ def _json_type_name(value: object) -> str:
         return "string"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, Decimal):
+    if isinstance(value, Decimal | OverflowingNumber):
         return "number"
     return "null"
 
@@ -192,77 +219,157 @@ def _is_storable(value: str) -> bool:
     return True
 
 
-def _check_text(
-    document: dict[str, Any],
-    field: str,
-    *,
-    blank_message: str,
-    type_message: str,
-    invalid_message: str,
-    violations: list[FieldViolation],
-    max_chars: int | None = None,
-    too_long_message: str = "",
-) -> str:
-    value = document.get(field)
+def _rule(message: str) -> PydanticCustomError:
+    return PydanticCustomError("order_rule", message)
+
+
+@dataclass(frozen=True, slots=True)
+class _TextRules:
+    blank: str
+    not_string: str
+    invalid: str
+    too_long: str
+    max_chars: int
+
+
+_TEXT_RULES = {
+    "user_id": _TextRules(
+        USER_ID_BLANK,
+        USER_ID_NOT_STRING,
+        USER_ID_INVALID_CHARACTERS,
+        USER_ID_TOO_LONG,
+        MAX_USER_ID_CHARS,
+    ),
+    "product_name": _TextRules(
+        PRODUCT_NAME_BLANK,
+        PRODUCT_NAME_NOT_STRING,
+        PRODUCT_NAME_INVALID_CHARACTERS,
+        PRODUCT_NAME_TOO_LONG,
+        MAX_PRODUCT_NAME_CHARS,
+    ),
+}
+
+
+def _checked_text(value: object, rules: _TextRules) -> str:
     if value is None:
-        violations.append(FieldViolation(field, blank_message))
-        return ""
+        raise _rule(rules.blank)
     if not isinstance(value, str):
-        violations.append(FieldViolation(field, type_message))
-        return ""
+        raise _rule(rules.not_string)
     if not value.strip():
-        violations.append(FieldViolation(field, blank_message))
-    elif not _is_storable(value):
-        violations.append(FieldViolation(field, invalid_message))
-    elif max_chars is not None and len(value) > max_chars:
-        violations.append(FieldViolation(field, too_long_message))
+        raise _rule(rules.blank)
+    if not _is_storable(value):
+        raise _rule(rules.invalid)
+    if len(value) > rules.max_chars:
+        raise _rule(rules.too_long)
     return value
 
 
-def _check_amount(document: dict[str, Any], violations: list[FieldViolation]) -> Decimal:
-    value = document.get("amount")
-    if value is None:
-        violations.append(FieldViolation("amount", AMOUNT_MISSING))
-        return MINIMUM_AMOUNT
-    if not isinstance(value, Decimal):
-        violations.append(FieldViolation("amount", AMOUNT_NOT_NUMBER))
-        return MINIMUM_AMOUNT
-    if value < MINIMUM_AMOUNT:
-        violations.append(FieldViolation("amount", AMOUNT_BELOW_MINIMUM))
-        return MINIMUM_AMOUNT
-    fraction_digits = -int(value.as_tuple().exponent)  # finite: the parser refuses NaN
-    if value.adjusted() >= MAX_INTEGER_DIGITS or fraction_digits > MAX_FRACTION_DIGITS:
-        violations.append(FieldViolation("amount", AMOUNT_OUT_OF_RANGE))
-    return value
+# The body's names, and the model's (Python code builds requests by the latter).
+_REQUEST_FIELDS = {"userId": "user_id", "productName": "product_name", "amount": "amount"}
+
+
+class OrderCreateRequest(BaseModel):
+    """``OrderCreateRequest`` of the spec, and its validation rules with the spec's messages.
+
+    Every rule of the field table is a validator here, with the spec's message
+    (``用户ID不能为空``, ``商品名称不能为空``, ``订单金额不能为空``,
+    ``订单金额必须大于0``) and our own for what the spec does not show; the JSON
+    schema of ``POST /orders`` (its OpenAPI request body) is generated from this model.
+    Validate a parsed body with :func:`validate_order_create_request`, which reports
+    every broken rule at once.
+    ``amount`` stays a :class:`~decimal.Decimal`, digit for digit.
+    """
+
+    model_config = ConfigDict(
+        frozen=True,
+        populate_by_name=True,
+        extra="ignore",
+        title="OrderCreateRequest",
+        json_schema_extra={"additionalProperties": True},
+    )
+
+    user_id: str = Field(
+        alias="userId",
+        title="userId",
+        description=f"Not blank ({USER_ID_BLANK}), at most {MAX_USER_ID_CHARS} characters, no NUL",
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_USER_ID_CHARS,
+            "pattern": TEXT_PATTERN,
+        },
+    )
+    product_name: str = Field(
+        alias="productName",
+        title="productName",
+        description=(
+            f"Not blank ({PRODUCT_NAME_BLANK}), at most {MAX_PRODUCT_NAME_CHARS} characters, no NUL"
+        ),
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_PRODUCT_NAME_CHARS,
+            "pattern": TEXT_PATTERN,
+        },
+    )
+    amount: Decimal = Field(
+        title="amount",
+        description=(
+            f"Present ({AMOUNT_MISSING}), at least 1 ({AMOUNT_BELOW_MINIMUM}), at most "
+            f"{MAX_INTEGER_DIGITS} integer and {MAX_FRACTION_DIGITS} fraction digits"
+        ),
+        json_schema_extra={"minimum": 1, "exclusiveMaximum": 10**MAX_INTEGER_DIGITS},
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _absent_fields_are_null(cls, data: Any) -> Any:
+        # The spec's "not blank" and "present" messages cover a missing field too.
+        if not isinstance(data, dict):
+            return data
+        absent = {
+            alias: None
+            for alias, name in _REQUEST_FIELDS.items()
+            if alias not in data and name not in data
+        }
+        return absent | data if absent else data
+
+    @field_validator("user_id", "product_name", mode="plain", json_schema_input_type=str)
+    @classmethod
+    def _text_rules(cls, value: object, info: ValidationInfo) -> str:
+        return _checked_text(value, _TEXT_RULES[str(info.field_name)])
+
+    @field_validator("amount", mode="plain", json_schema_input_type=float)
+    @classmethod
+    def _amount_rules(cls, value: object) -> Decimal:
+        if value is None:
+            raise _rule(AMOUNT_MISSING)
+        if isinstance(value, OverflowingNumber):
+            raise _rule(AMOUNT_OUT_OF_RANGE)
+        # bool is no number in JSON; a Decimal is what the parser makes of every number.
+        if not isinstance(value, Decimal) or not value.is_finite():
+            raise _rule(AMOUNT_NOT_NUMBER)
+        if value < MINIMUM_AMOUNT:
+            raise _rule(AMOUNT_BELOW_MINIMUM)
+        fraction_digits = -int(value.as_tuple().exponent)
+        if value.adjusted() >= MAX_INTEGER_DIGITS or fraction_digits > MAX_FRACTION_DIGITS:
+            raise _rule(AMOUNT_OUT_OF_RANGE)
+        return value
+
+
+def order_request_json_schema() -> dict[str, Any]:
+    """The request body's JSON schema, as the OpenAPI document carries it."""
+    return OrderCreateRequest.model_json_schema(by_alias=True, mode="validation")
 
 
 def validate_order_create_request(document: dict[str, Any]) -> OrderCreateRequest:
     """Check every rule and report every broken one at once."""
-    violations: list[FieldViolation] = []
-    user_id = _check_text(
-        document,
-        "userId",
-        blank_message=USER_ID_BLANK,
-        type_message=USER_ID_NOT_STRING,
-        invalid_message=USER_ID_INVALID_CHARACTERS,
-        violations=violations,
-        max_chars=MAX_USER_ID_CHARS,
-        too_long_message=USER_ID_TOO_LONG,
-    )
-    product_name = _check_text(
-        document,
-        "productName",
-        blank_message=PRODUCT_NAME_BLANK,
-        type_message=PRODUCT_NAME_NOT_STRING,
-        invalid_message=PRODUCT_NAME_INVALID_CHARACTERS,
-        violations=violations,
-        max_chars=MAX_PRODUCT_NAME_CHARS,
-        too_long_message=PRODUCT_NAME_TOO_LONG,
-    )
-    amount = _check_amount(document, violations)
-    if violations:
-        raise InvalidOrderRequestError("order request is invalid", violations=tuple(violations))
-    return OrderCreateRequest(user_id=user_id, product_name=product_name, amount=amount)
+    try:
+        return OrderCreateRequest.model_validate(document)
+    except ValidationError as error:
+        violations = tuple(
+            FieldViolation(str(item["loc"][0]) if item["loc"] else "(body)", item["msg"])
+            for item in error.errors(include_url=False, include_input=False)
+        )
+        raise InvalidOrderRequestError("order request is invalid", violations=violations) from None
 
 
 def parse_order_create_request(body: bytes) -> OrderCreateRequest:

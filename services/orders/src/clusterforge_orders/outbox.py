@@ -221,13 +221,17 @@ class Outbox:
             return int(transaction.connection.execute(statement).rowcount)
 
     def undelivered(self) -> int:
+        return self.backlog()[0]
+
+    def backlog(self) -> tuple[int, datetime | None]:
+        """Rows not delivered yet, and when the oldest of them was created (None: none)."""
+        table = order_sync_outbox_table
+        query = select(func.count(), func.min(table.c.created_at)).where(
+            table.c.delivered_at.is_(None)
+        )
         with self._database.engine.connect() as connection:
-            query = (
-                select(func.count())
-                .select_from(order_sync_outbox_table)
-                .where(order_sync_outbox_table.c.delivered_at.is_(None))
-            )
-            return int(connection.execute(query).scalar_one())
+            count, oldest = connection.execute(query).one()
+        return int(count), oldest
 
 
 class OutboxRelay:

@@ -6,12 +6,14 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from clusterforge_service_kit.metrics import RequestMetrics, render_metrics
+from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
 from .events import EventBus
 from .executor import DEFAULT_AWAIT_TERMINATION_SECONDS, ShutdownReport, ThreadPoolTaskExecutor
 from .listeners import subscribe_order_listeners
-from .metrics import OrderMetrics
+from .metrics import OrderMetrics, OrderMetricsCollector, OutboxBacklog
 from .outbox import DeliveryWorker, Outbox, OutboxRelay
 from .senders import LoggingNotificationSender, NotificationSender, WebhookNotificationSender
 from .service import OrderService
@@ -70,6 +72,9 @@ class OrderServiceRuntime:
     # Bearer tokens POST /orders and GET /metrics require (empty: open, loopback only).
     accepted_tokens: frozenset[str] = frozenset()
     delivery_stop_seconds: float = DEFAULT_DELIVERY_STOP_SECONDS
+    # What GET /metrics renders: the kit's request metrics and OrderMetricsCollector.
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    request_metrics: RequestMetrics = field(init=False)
     _closed: bool = field(default=False, init=False)
     _close_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -153,7 +158,7 @@ class OrderServiceRuntime:
             outbox.worker.start()
             relay = OutboxRelay(outbox=outbox, settings=settings.orders.outbox)
             relay.start()
-        return cls(
+        runtime = cls(
             settings=settings,
             database=database,
             transactions=transactions,
@@ -172,19 +177,30 @@ class OrderServiceRuntime:
             accepted_tokens=accepted_tokens,
             delivery_stop_seconds=delivery_stop_seconds,
         )
-
-    def render_metrics(self) -> str:
-        undelivered: int | None = None
-        if self.service.queues_sync:
-            try:
-                undelivered = self.outbox.undelivered()
-            except SQLAlchemyError:
-                undelivered = None  # /health reports the database; metrics still answer
-        return self.metrics.render_prometheus(
-            executor_name=self.executor.name,
-            executor=self.executor.stats(),
-            outbox_undelivered=undelivered,
+        runtime.request_metrics = RequestMetrics(namespace="orders", registry=runtime.registry)
+        runtime.registry.register(
+            OrderMetricsCollector(
+                metrics=metrics,
+                executor_name=executor.name,
+                executor_stats=executor.stats,
+                outbox_backlog=runtime.outbox_backlog,
+            )
         )
+        return runtime
+
+    def outbox_backlog(self) -> OutboxBacklog | None:
+        """The outbox's backlog, or None when orders are not queued or it cannot be read."""
+        if not self.service.queues_sync:
+            return None
+        try:
+            count, oldest = self.outbox.backlog()
+        except SQLAlchemyError:
+            return None  # /health reports the database; metrics still answer
+        return OutboxBacklog(undelivered=count, oldest_created_at=oldest)
+
+    def render_metrics(self) -> bytes:
+        """Everything in :attr:`registry`, in the Prometheus text format."""
+        return render_metrics(self.registry)
 
     def close(self) -> ShutdownReport | None:
         """Stop the relay, drain the executor (at most 30 s), flush the delivery worker (at

@@ -9,15 +9,23 @@ the environment, then command-line flags.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import stat
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import yaml
+from clusterforge_service_kit import (
+    DATABASE_URL_PREFIXES,
+    TOKEN_RECIPE,
+    PrivateFileError,
+    check_database_url,
+    check_tokens,
+    is_loopback_host,
+    split_tokens,
+)
+from clusterforge_service_kit import check_private_file as kit_check_private_file
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,46 +37,21 @@ from pydantic import (
 
 from .errors import ConfigurationError
 
+__all__ = [
+    "TOKEN_RECIPE",
+    "OrderServiceSettings",
+    "check_private_file",
+    "check_tokens",
+    "environment_variable_for",
+    "is_loopback_host",
+    "load_settings",
+    "split_tokens",
+]
+
 CONFIG_FILE_ENVIRONMENT_VARIABLE = "CLUSTERFORGE_ORDERS_CONFIG"
 DEFAULT_PORT = 8082
 DEFAULT_DATABASE_URL = "sqlite:///orders.db"
-MIN_TOKEN_LENGTH = 16
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
-_PLACEHOLDER_TOKENS = {"changeme", "change-me", "secret", "token", "password", "example"}
-TOKEN_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"  # noqa: S105 (how to make one)
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether binding ``host`` keeps the port on this machine (127.0.0.0/8, ::1, localhost).
-
-    A wildcard (0.0.0.0, ::, empty) or any other address or name reaches the network.
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def split_tokens(raw: str) -> list[str]:
-    """Tokens from a comma- or newline-separated text (the environment, a token file)."""
-    return [token.strip() for token in raw.replace("\n", ",").split(",") if token.strip()]
-
-
-def check_tokens(tokens: list[str], *, source: str) -> None:
-    """Refuse a placeholder or short token; the message names its position, never its text."""
-    for position, token in enumerate(tokens, start=1):
-        if token.lower() in _PLACEHOLDER_TOKENS or len(token) < MIN_TOKEN_LENGTH:
-            raise ValueError(
-                f"token #{position} in {source} is a placeholder or shorter than "
-                f"{MIN_TOKEN_LENGTH} characters; generate one, e.g. {TOKEN_RECIPE}"
-            )
-        if any(character.isspace() or not character.isprintable() for character in token):
-            raise ValueError(
-                f"token #{position} in {source} holds a space or control character, which "
-                f"an Authorization header cannot carry; generate one, e.g. {TOKEN_RECIPE}"
-            )
 
 
 def refuse_credentials_in_url(url: str, *, setting: str, fix: str) -> None:
@@ -86,31 +69,17 @@ def refuse_credentials_in_url(url: str, *, setting: str, fix: str) -> None:
 
 
 def check_private_file(path: Path, *, setting: str) -> None:
-    """Refuse a file that others may read, or its group unless it is root's with our group.
+    """The kit's one rule for files holding secrets, failing as ConfigurationError.
 
-    Accepted: no permission for group and others (``chmod 600``, any owner the service
-    can read as), or group read only (0640) when the file belongs to root and its group is
-    the service's own (the role deploys root:<service> 0640, so the service can read but
-    not rewrite its settings). Anything else could let another account read a token or
-    a password, and is refused naming the file and the fix.
+    Accepted: a regular file with no permission for group and others (``chmod 600``), or
+    group read alone (0640, 0440) when it belongs to root and its group is the service's
+    own (the role deploys root:<service> 0640). Anything else is refused naming the file
+    and the fix.
     """
     try:
-        status = path.stat()
-    except OSError as error:
-        raise ConfigurationError(
-            f"cannot read {setting} {path}: {error.strerror}; fix the path or the "
-            "permissions of its directory"
-        ) from None
-    mode = stat.S_IMODE(status.st_mode)
-    if not mode & 0o077:
-        return
-    if mode & 0o077 == 0o040 and status.st_uid == 0 and status.st_gid == os.getegid():
-        return
-    raise ConfigurationError(
-        f"{setting} {path} is readable or writable by group or others (mode {mode:04o}) and "
-        "may hold a secret; run: chmod 600 " + str(path) + " (0640 is accepted only for a "
-        "file owned by root whose group is the service's own group)"
-    )
+        kit_check_private_file(path, setting=setting)
+    except PrivateFileError as error:
+        raise ConfigurationError(str(error)) from None
 
 
 class _Section(BaseModel):
@@ -285,7 +254,7 @@ class OrdersSection(_Section):
     )
     access_log: bool = Field(default=True, alias="access-log")
     log_level: str = Field(default="info", alias="log-level")
-    # HTTP limits (http_guard.py): request line plus headers, and the time a request may
+    # HTTP limits (the kit's http_edge guard): request line plus headers, and the time a request may
     # take to arrive whole; beyond them the answer is 431 or 408 and the connection closes.
     max_header_bytes: int = Field(
         default=16 * 1024, ge=1024, le=1024 * 1024, alias="max-header-bytes"
@@ -314,11 +283,15 @@ class OrdersSection(_Section):
     @classmethod
     def _supported_database_url(cls, value: str) -> str:
         # The URL itself is never repeated: it may hold the database password.
-        if not value.startswith(("sqlite:///", "postgresql+psycopg://")):
+        if not value.startswith(DATABASE_URL_PREFIXES):
             raise ValueError(
                 "orders.database-url must be sqlite:///<path> or "
                 "postgresql+psycopg://<user>@<host>/<database>; set it to one of those"
             )
+        if value.startswith("sqlite:///"):
+            # The kit's rule (both services'): a file, not sqlite:/// or :memory:. A
+            # PostgreSQL URL's syntax is judged where it is parsed (storage.Database).
+            check_database_url(value)  # the message is put under the key's name
         return value
 
     @field_validator("auth_tokens", mode="before")

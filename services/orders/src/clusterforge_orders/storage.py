@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -22,6 +21,12 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from clusterforge_service_kit.sqlite import (
+    SqliteLocationError,
+    create_private_sqlite_file,
+    sqlite_connect_arguments,
+    tune_sqlite_engine,
+)
 from sqlalchemy import (
     Column,
     Connection,
@@ -35,11 +40,10 @@ from sqlalchemy import (
     Table,
     Text,
     create_engine,
-    event,
     text,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .errors import ConfigurationError
@@ -200,44 +204,6 @@ def _fast_sqlite_datetime(general: Callable[[Any], Any]) -> Callable[[Any], Any]
     return process
 
 
-def _create_private_sqlite_file(database: str | None) -> None:
-    """Create the SQLite file 0600 before SQLite does (it would honour the umask: 0644).
-
-    SQLite gives its -wal and -shm files the main file's permissions, so they are
-    private too. An existing file is left as it is. A missing directory is refused with
-    the fix, rather than SQLite's "unable to open database file" at the first query.
-    """
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    directory = os.path.dirname(os.path.abspath(database))
-    if not os.path.isdir(directory):
-        raise ConfigurationError(
-            f"orders.database-url names the SQLite file {database}, but its directory "
-            f"{directory} does not exist; create it (writable by the service's user) or set "
-            "orders.database-url to a file in an existing directory"
-        )
-    try:
-        descriptor = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    except OSError as error:
-        raise ConfigurationError(
-            f"cannot create the SQLite file {database} (orders.database-url): "
-            f"{error.strerror}; make its directory writable by the service's user"
-        ) from None
-    os.close(descriptor)
-
-
-def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # WAL lets /health read while an order is written; NORMAL keeps commits durable
-    # against a process crash without an fsync per commit.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.close()
-
-
 class Database:
     """The engine plus what the service needs around it: migrations and a write lock."""
 
@@ -265,14 +231,17 @@ class Database:
                 "does not ship; set it to a sqlite:/// or postgresql+psycopg:// URL"
             )
         if self.dialect_name == "sqlite":
-            _create_private_sqlite_file(parsed.database)
+            try:
+                create_private_sqlite_file(parsed.database)
+            except SqliteLocationError as error:
+                raise ConfigurationError(f"orders.database-url: {error}") from None
             self.engine: Engine = create_engine(
                 parsed,
-                connect_args={"check_same_thread": False},
+                connect_args=sqlite_connect_arguments(),
                 pool_size=16,
                 max_overflow=48,
             )
-            event.listen(self.engine, "connect", _configure_sqlite_connection)
+            tune_sqlite_engine(self.engine)
             # SQLite admits one writer per file. Queueing writers on an in-process lock
             # is fairer and faster than SQLite's busy handler, which sleeps and retries.
             self._writer_lock: contextlib.AbstractContextManager[Any] = threading.Lock()
@@ -320,10 +289,10 @@ class Database:
             with self.writer_slot(), self.engine.begin() as connection:
                 config.attributes["connection"] = connection
                 command.upgrade(config, revision)
-        except OperationalError as error:
-            # The driver's own message (psycopg names host and port, never the password;
-            # SQLite says what it could not open), on one line, without SQLAlchemy's
-            # statement and link.
+        except DBAPIError as error:
+            # Unreachable, refused, or a file that is not a database: the driver's own
+            # message (psycopg names host and port, never the password; SQLite says what
+            # it could not open or read), on one line, without SQLAlchemy's statement.
             reason = " ".join(str(error.orig).split())
             raise ConfigurationError(
                 f"cannot open the order database {self.display_url} (orders.database-url, "

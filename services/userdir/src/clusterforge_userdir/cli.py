@@ -24,11 +24,12 @@ from typing import NoReturn
 try:
     import uvicorn
     from alembic.util.exc import CommandError
+    from clusterforge_service_kit import TOKEN_RECIPE, is_loopback_host
+    from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
     from dotenv import dotenv_values
     from pydantic import ValidationError
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-    from .http_limits import BoundedHttpToolsProtocol
     from .migrate import upgrade_database
     from .settings import (
         DEFAULT_PORT,
@@ -151,7 +152,16 @@ def read_settings(arguments: argparse.Namespace) -> ServerSettings:
         settings = ServerSettings()
     except ValidationError as error:
         raise SettingsError(_describe_settings_error(error)) from None
-    settings.accepted_tokens()  # a bad token file stops the start here, with its reason
+    # A bad token file stops the start here, with its reason.
+    if not settings.accepted_tokens() and not is_loopback_host(arguments.host):
+        # Whoever reaches the port could read and change every user; the toolkit's
+        # preflight refuses this too, but the service run on its own must as well.
+        raise SettingsError(
+            f"--host {arguments.host or '(every address)'!r} is not a loopback address and "
+            f"no bearer token is set, so anyone who reaches the port could read and change "
+            f"every user; set {ENVIRONMENT_PREFIX}AUTH_TOKENS (or --auth-tokens-file) to a "
+            f"token made by {TOKEN_RECIPE}, or bind --host 127.0.0.1"
+        )
     return settings
 
 
@@ -214,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         workers=arguments.workers,
         log_level=arguments.log_level,
         access_log=not arguments.no_access_log,
-        http=BoundedHttpToolsProtocol,
+        # The kit's guard; it reads the limits from the app (app.state.http_edge).
+        http=GuardedHttpToolsProtocol,
     )
 
 

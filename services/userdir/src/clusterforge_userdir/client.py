@@ -21,17 +21,30 @@ Two bounds hold for the call as a whole, whatever the per-step timeouts say:
   it; :class:`CallDeadlineExceededError` says so.
 - ``max_response_bytes``: the body is read in pieces and the call stops with
   :class:`ResponseTooLargeError` as soon as it is longer (a declared Content-Length over
-  the limit stops it before any of the body is read).
+  the limit stops it before any of the body is read). The bound holds for what the
+  client decompresses as well as for what it receives: a gzip or deflate body is
+  inflated here, never more than the limit (a 64 KiB gzip bomb would otherwise grow to
+  64 MiB in one piece); other content codings are not asked for and are refused.
+
+TLS: an https ``root_uri`` is verified, always, against ``ca_bundle`` (a PEM file, the
+cluster's CA bundle) or the system's CAs; ``verify=`` of the constructor can give an
+``ssl.SSLContext`` or a CA file instead, or ``False`` (tests against a stand-in only).
+
+Logs: httpx's own INFO line (``HTTP Request: GET <url>``, query string and all) is
+dropped for this client's calls; the client logs its own DEBUG lines, without query
+strings.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -39,10 +52,11 @@ import httpcore
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from .client_config import ClientConfig
+from .client_config import KEY_PREFIX, ClientConfig
 from .envelope import unwrap_lenient
 from .errors import (
     CallDeadlineExceededError,
+    ClientConfigError,
     RemoteAccessError,
     RemoteCallError,
     RequestEncodingError,
@@ -170,16 +184,87 @@ class _DeadlineTransport(httpx.HTTPTransport):
     client uses neither a proxy nor HTTP/2, the only other things the pool would carry.
     """
 
-    def __init__(self, *, limits: httpx.Limits) -> None:
+    def __init__(self, *, limits: httpx.Limits, ssl_context: ssl.SSLContext) -> None:
         super().__init__(limits=limits, trust_env=False)
         self._pool.close()
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=ssl_context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=_DeadlineBackend(),
         )
+
+
+Verify = bool | str | ssl.SSLContext
+
+
+def tls_context(verify: Verify, *, ca_bundle: str | None) -> ssl.SSLContext:
+    """The TLS context of the client's connections (see the module docstring)."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    cafile = verify if isinstance(verify, str) else ca_bundle
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as error:
+        raise ClientConfigError(
+            f"{KEY_PREFIX}ca-bundle {cafile} cannot be used as a CA bundle "
+            f"({getattr(error, 'strerror', None) or error}); point it to the cluster's "
+            "CA certificates in PEM"
+        ) from None
+
+
+class _HttpxRequestLineFilter(logging.Filter):
+    """Drops httpx's INFO request line during this client's calls (it carries the query)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        in_call = getattr(_current_call, "deadline", None) is not None
+        return not (in_call and str(record.msg).startswith("HTTP Request:"))
+
+
+_HTTPX_LOG_FILTER = _HttpxRequestLineFilter()
+logging.getLogger("httpx").addFilter(_HTTPX_LOG_FILTER)
+
+# The codings the client inflates itself, within max_response_bytes; it asks for no other.
+ACCEPTED_CONTENT_ENCODINGS = "gzip, deflate"
+
+
+class _BoundedInflater:
+    """Inflates a gzip or deflate body, never more than ``limit`` bytes in all."""
+
+    def __init__(self, coding: str, *, limit: int) -> None:
+        self._coding = coding
+        self._room = limit
+        self._inflater: Any = None
+        if coding == "gzip":
+            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif coding == "deflate":
+            self._inflater = zlib.decompressobj()
+        self._first = True
+
+    def feed(self, data: bytes) -> bytes | None:
+        """The inflated bytes, or None once more than the limit would come out."""
+        if self._inflater is None:
+            inflated = data
+        else:
+            try:
+                inflated = self._inflater.decompress(data, self._room + 1)
+            except zlib.error:
+                if not (self._coding == "deflate" and self._first):
+                    raise
+                # "deflate" is sent both with and without zlib's wrapper.
+                self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                inflated = self._inflater.decompress(data, self._room + 1)
+        self._first = False
+        if len(inflated) > self._room:
+            return None
+        self._room -= len(inflated)
+        return inflated
 
 
 def _url_for_log(url: httpx.URL) -> str:
@@ -271,6 +356,7 @@ class UserDirectoryClient:
         config: ClientConfig | None = None,
         envelope_unwrapper: EnvelopeUnwrapper = unwrap_lenient,
         transport: httpx.BaseTransport | None = None,
+        verify: Verify = True,
     ) -> None:
         self.config = config or ClientConfig()
         self._unwrap_envelope = envelope_unwrapper
@@ -287,9 +373,12 @@ class UserDirectoryClient:
                 pool=self.config.connection_request_timeout,
             ),
             limits=limits,
-            headers={"Accept": "application/json"},
+            headers={"Accept": "application/json", "Accept-Encoding": ACCEPTED_CONTENT_ENCODINGS},
             follow_redirects=False,
-            transport=transport or _DeadlineTransport(limits=limits),
+            transport=transport
+            or _DeadlineTransport(
+                limits=limits, ssl_context=tls_context(verify, ca_bundle=self.config.ca_bundle)
+            ),
             trust_env=False,
         )
         self._route_slots: dict[str, threading.BoundedSemaphore] = {}
@@ -528,14 +617,28 @@ class UserDirectoryClient:
                     cause=ValueError(f"Content-Length {declared}"),
                     limit=limit,
                 )
+            coding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            raw_pieces: Iterable[bytes] = response.iter_raw()
+            if response.is_stream_consumed:
+                # A transport that read (and so inflated) the body already: a test's
+                # httpx.MockTransport. The client's own transport streams.
+                coding, raw_pieces = "identity", [response.content]
+            if coding not in ("identity", "gzip", "deflate"):
+                raise RemoteAccessError(
+                    remote_service=self.config.service_label,
+                    cause=ValueError(f"unrequested Content-Encoding {coding!r}"),
+                )
+            inflater = _BoundedInflater(coding, limit=limit)
             pieces: list[bytes] = []
-            size = 0
-            for piece in response.iter_bytes():
-                size += len(piece)
-                if size > limit:
+            received = 0
+            # Raw bytes, inflated here: httpx would inflate each piece whole first.
+            for raw in raw_pieces:
+                received += len(raw)
+                piece = inflater.feed(raw) if received <= limit else None
+                if piece is None:
                     raise ResponseTooLargeError(
                         remote_service=self.config.service_label,
-                        cause=ValueError(f"more than {limit} bytes read"),
+                        cause=ValueError(f"more than {limit} bytes received or inflated"),
                         limit=limit,
                     )
                 pieces.append(piece)

@@ -71,6 +71,10 @@ class ClientConfig:
     remote_service: str | None = None
     total_timeout: float = DEFAULT_TOTAL_TIMEOUT
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # A PEM file of the CA certificates an https root-uri is verified against (the
+    # cluster's CA bundle behind the TLS proxy); None: the system's CAs. Verification
+    # is always on (UserDirectoryClient's verify= can replace it, for tests).
+    ca_bundle: str | None = None
 
     def __post_init__(self) -> None:
         if "@" in self.root_uri.partition("://")[2].partition("/")[0]:
@@ -154,6 +158,7 @@ _FIELDS: dict[str, str] = {
     "bearer-token": "bearer_token",
     "total-timeout": "total_timeout",
     "max-response-bytes": "max_response_bytes",
+    "ca-bundle": "ca_bundle",
 }
 
 

@@ -7,22 +7,29 @@ every request and the latter costs a task and a queue per request.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
-import re
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from clusterforge_service_kit import BearerTokens, new_id, trace_id_for
+from clusterforge_service_kit.request_ids import REQUEST_ID_HEADER, TRACE_ID_HEADER
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger("clusterforge_userdir.server")
 
-REQUEST_ID_HEADER = "X-Request-Id"
-TRACE_ID_HEADER = "X-Trace-Id"
-# A trace id from the caller is echoed only when it is safe to put back in a header.
-_ACCEPTABLE_TRACE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+__all__ = [
+    "ACCESS_LOG_FILTER",
+    "REQUEST_ID_HEADER",
+    "TRACE_ID_HEADER",
+    "QueryStringDroppingFilter",
+    "RequestBodyTimeoutError",
+    "RequestBodyTooLargeError",
+    "RequestContextMiddleware",
+    "drop_query_strings_from_access_log",
+    "new_id",
+]
+
 _OPEN_PATHS = frozenset({"/mock-api/health", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
 
 
@@ -81,10 +88,6 @@ def _client_gone(error: BaseException) -> bool:
     return False
 
 
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
 def _json_error(status: int, message: str) -> bytes:
     return json.dumps({"code": status, "message": message}, ensure_ascii=False).encode()
 
@@ -101,7 +104,7 @@ class RequestContextMiddleware:
         body_timeout: float,
     ) -> None:
         self.app = app
-        self._accepted_tokens = tuple(token.encode() for token in accepted_tokens)
+        self._accepted_tokens = BearerTokens(accepted_tokens)
         self._max_body_bytes = max_body_bytes
         self._body_timeout = body_timeout
 
@@ -119,8 +122,7 @@ class RequestContextMiddleware:
                 content_length = int(value) if value.isdigit() and len(value) <= 19 else -1
             elif name == b"authorization":
                 authorization = value
-        if not _ACCEPTABLE_TRACE_ID.match(trace_id):
-            trace_id = new_id().encode()
+        trace_id = trace_id_for(trace_id)
         context_headers = [
             (b"x-request-id", new_id().encode()),
             (b"x-trace-id", trace_id),
@@ -138,7 +140,7 @@ class RequestContextMiddleware:
         if (
             self._accepted_tokens
             and scope["path"] not in _OPEN_PATHS
-            and not self._token_accepted(authorization)
+            and not self._accepted_tokens.accepts(authorization)
         ):
             await _send_json(
                 send_with_ids,
@@ -178,16 +180,6 @@ class RequestContextMiddleware:
             logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if not response_started:
                 await _send_json(send_with_ids, 500, _json_error(500, "internal server error"))
-
-    def _token_accepted(self, authorization: bytes) -> bool:
-        scheme, _, token = authorization.partition(b" ")
-        if scheme.lower() != b"bearer" or not token:
-            return False
-        # Compare against every token so the time taken does not tell which one was close.
-        accepted = False
-        for candidate in self._accepted_tokens:
-            accepted |= hmac.compare_digest(candidate, token.strip())
-        return accepted
 
     def _limited(self, scope: Scope, receive: Receive) -> Receive:
         received = 0

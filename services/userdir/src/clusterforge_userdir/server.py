@@ -12,20 +12,29 @@ the service scales out with worker processes (``--workers``) instead of threads.
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from clusterforge_service_kit.http_edge import EdgeLimits, code_and_message_body
+from clusterforge_service_kit.metrics import (
+    PROMETHEUS_CONTENT_TYPE,
+    RequestMetrics,
+    RequestMetricsMiddleware,
+    render_metrics,
+)
 from fastapi import APIRouter, Body, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
+from fastapi.routing import APIRoute
+from prometheus_client import CollectorRegistry
 from pydantic import BeforeValidator, Field
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .errors import DuplicateUsernameError, UserNotFoundError
-from .http_limits import HttpLimits
 from .middleware import (
     RequestBodyTimeoutError,
     RequestBodyTooLargeError,
@@ -145,8 +154,39 @@ def _describe_validation_error(exc: RequestValidationError) -> str:
     return "; ".join(problems) or "invalid request"
 
 
+class NotUtf8JsonError(Exception):
+    """A JSON body in another encoding than UTF-8; answered 400 like any bad parameter."""
+
+
+class Utf8JsonRoute(APIRoute):
+    """A route that takes JSON bodies in UTF-8 only.
+
+    FastAPI hands the body's bytes to ``json.loads``, which guesses UTF-16 and UTF-32 from
+    the first bytes (a BOM, or zero bytes) and decodes them too; RFC 8259 and this
+    service's docs take UTF-8 alone. A UTF-8 BOM is refused with them: it is no JSON.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def utf8_only(request: Request) -> Response:
+            try:
+                body = await request.body()  # kept by the request; FastAPI reads it there
+            except ClientDisconnect:
+                # FastAPI's own read meets the same disconnect and answers it as it did.
+                return await handler(request)
+            if body and json.detect_encoding(body) != "utf-8":
+                raise NotUtf8JsonError(
+                    "the body is not UTF-8 (it looks like UTF-16, UTF-32 or has a BOM); "
+                    "send JSON in UTF-8"
+                )
+            return await handler(request)
+
+        return utf8_only
+
+
 def build_router(*, repository: UserRepository, settings: ServerSettings) -> APIRouter:
-    router = APIRouter(prefix="/mock-api")
+    router = APIRouter(prefix="/mock-api", route_class=Utf8JsonRoute)
     page_num_query = Query(alias="pageNum", ge=1, le=MAX_PAGE_NUM)
     page_size_query = Query(alias="pageSize", ge=1, le=settings.max_page_size)
 
@@ -325,6 +365,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def on_duplicate(request: Request, exc: Exception) -> Response:
         return answer(request, 409, str(exc))
 
+    async def on_not_utf8(request: Request, exc: Exception) -> Response:
+        return answer(request, 400, str(exc))
+
     async def on_invalid(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestValidationError):
             raise exc
@@ -354,6 +397,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(UserNotFoundError, on_not_found)
     app.add_exception_handler(DuplicateUsernameError, on_duplicate)
+    app.add_exception_handler(NotUtf8JsonError, on_not_utf8)
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(RequestBodyTooLargeError, on_too_large)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
@@ -400,13 +444,24 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             f"status: {', '.join(f'{s.value} {s.name.lower()}' for s in UserStatus)}. "
             f"Limits: request line and headers at most {settings.max_request_header_bytes} "
             f"bytes (else 431), request body at most {settings.max_request_body_bytes} bytes "
-            f"(else 413), each of head and body within {settings.request_read_timeout:g} s "
+            f"(else 413), head and body together within {settings.request_read_timeout:g} s "
             f"(else 408), pageSize at most {settings.max_page_size}, list and search "
             f"answers at most {settings.list_limit} users."
         ),
         lifespan=lifespan,
+        # A trailing slash is 404, never a redirect whose Location comes from Host.
+        redirect_slashes=False,
     )
     app.include_router(build_router(repository=repository, settings=settings))
+    registry = CollectorRegistry()
+    request_metrics = RequestMetrics(namespace="userdir", registry=registry)
+
+    # Outside the OpenAPI document, which describes the spec's twelve endpoints; a
+    # Prometheus scrape needs no schema (docs/userdir.md, "Metrics").
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(render_metrics(registry), media_type=PROMETHEUS_CONTENT_TYPE)
+
     _install_error_handlers(app)
     app.add_middleware(
         RequestContextMiddleware,
@@ -414,12 +469,16 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         max_body_bytes=settings.max_request_body_bytes,
         body_timeout=settings.request_read_timeout,
     )
+    # Added last, so outermost: 401s and 413s are counted and timed too.
+    app.add_middleware(RequestMetricsMiddleware, metrics=request_metrics)
     app.openapi = lambda: _openapi_with_400(app)  # type: ignore[method-assign]
     app.state.repository = repository
-    # Read by BoundedHttpToolsProtocol, which uvicorn creates before any request.
-    app.state.http_limits = HttpLimits(
-        max_request_header_bytes=settings.max_request_header_bytes,
-        request_read_timeout=settings.request_read_timeout,
+    # Read by the kit's GuardedHttpToolsProtocol, which uvicorn creates before any request.
+    app.state.http_edge = EdgeLimits(
+        max_header_bytes=settings.max_request_header_bytes,
+        read_timeout_seconds=settings.request_read_timeout,
+        error_body=code_and_message_body,
+        logger_name="clusterforge_userdir.server",
     )
     drop_query_strings_from_access_log()
     return app

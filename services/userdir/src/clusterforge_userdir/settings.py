@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from clusterforge_service_kit import (
+    DATABASE_URL_PREFIXES,
+    MIN_TOKEN_LENGTH,
+    check_database_url,
+    check_tokens,
+    split_tokens,
+)
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .private_files import SettingsFileError, check_private_file, read_private_text
 
 __all__ = [
+    "DATABASE_URL_PREFIXES",
+    "MIN_TOKEN_LENGTH",
     "ServerSettings",
     "SettingsFileError",
     "check_database_url",
@@ -26,46 +34,15 @@ MAX_REQUEST_BODY_BYTES = 64 * 1024
 # The request line and headers: a bearer token and the usual headers take well under
 # 2 KiB. Stock uvicorn (httptools) took 64 MB before authentication.
 DEFAULT_MAX_REQUEST_HEADER_BYTES = 16 * 1024
-# Seconds for the request line and headers, and again for the body: a client that sends
-# half a request held the connection (and a worker's memory) as long as it liked.
+# Seconds for a request to arrive whole, head and body, from its first byte (the kit's
+# edge guard): a client that sent half a request, or dripped a body after the answer,
+# held the connection (and a worker's memory) as long as it liked.
 DEFAULT_REQUEST_READ_TIMEOUT = 10.0
-MIN_TOKEN_LENGTH = 16
 # Seconds to wait for PostgreSQL to accept a connection. Without a bound, psycopg waits
 # 130 s for an address that drops packets, far past the role's health check, while
 # each request holds its worker. libpq counts whole seconds and treats less than 2 as 2.
 DEFAULT_DATABASE_CONNECT_TIMEOUT = 5
 MAX_DATABASE_CONNECT_TIMEOUT = 300
-_PLACEHOLDER_TOKENS = {"changeme", "change-me", "secret", "token", "password", "example"}
-DATABASE_URL_PREFIXES = ("sqlite:///", "postgresql+psycopg://")
-_DATABASE_URL_FIX = (
-    "set it to sqlite:///<path of the database file> or "
-    "postgresql+psycopg://<user>[:<password>]@<host>[:<port>]/<database>"
-)
-
-
-def check_database_url(url: str) -> None:
-    """Refuse a URL the service cannot use, in a message that never shows the URL.
-
-    The URL is the one setting allowed to carry a password (it is how libpq takes one), so
-    it never appears in a message, a log line or a validation error.
-    """
-    if not url.startswith(DATABASE_URL_PREFIXES):
-        raise ValueError(f"the database URL has an unsupported scheme; {_DATABASE_URL_FIX}")
-    if url.startswith("sqlite:///"):
-        if url == "sqlite:///" or url.startswith("sqlite:///:memory:"):
-            raise ValueError(
-                "the database URL names no SQLite file (an in-memory database is lost at "
-                f"each start and not shared between workers); {_DATABASE_URL_FIX}"
-            )
-        return
-    # Host and database may both be absent (libpq then takes the Unix socket and the
-    # user's name, or ?host=/run/postgresql), so only the syntax is checked here.
-    try:
-        port = urlsplit(url).port
-    except ValueError:
-        raise ValueError(f"the database URL cannot be parsed; {_DATABASE_URL_FIX}") from None
-    if port == 0:
-        raise ValueError(f"the database URL has port 0; {_DATABASE_URL_FIX}")
 
 
 class ServerSettings(BaseSettings):
@@ -100,7 +77,7 @@ class ServerSettings(BaseSettings):
     @field_validator("auth_tokens")
     @classmethod
     def _refuse_weak_tokens(cls, value: SecretStr) -> SecretStr:
-        _check_tokens(_split_tokens(value.get_secret_value()), source="auth_tokens")
+        check_tokens(split_tokens(value.get_secret_value()), source="auth_tokens")
         return value
 
     @field_validator("database_url")
@@ -111,28 +88,14 @@ class ServerSettings(BaseSettings):
 
     def accepted_tokens(self) -> frozenset[str]:
         """The configured tokens; reading the token file checks its permissions first."""
-        tokens = _split_tokens(self.auth_tokens.get_secret_value())
+        tokens = split_tokens(self.auth_tokens.get_secret_value())
         if self.auth_tokens_file is not None:
             text = read_private_text(
                 self.auth_tokens_file,
                 setting="auth_tokens_file (--auth-tokens-file, "
                 "CLUSTERFORGE_USERDIR_AUTH_TOKENS_FILE)",
             )
-            from_file = _split_tokens(text)
-            _check_tokens(from_file, source=str(self.auth_tokens_file))
+            from_file = split_tokens(text)
+            check_tokens(from_file, source=str(self.auth_tokens_file))
             tokens.extend(from_file)
         return frozenset(tokens)
-
-
-def _split_tokens(raw: str) -> list[str]:
-    return [token.strip() for token in raw.replace("\n", ",").split(",") if token.strip()]
-
-
-def _check_tokens(tokens: list[str], *, source: str) -> None:
-    for position, token in enumerate(tokens, start=1):
-        if token.lower() in _PLACEHOLDER_TOKENS or len(token) < MIN_TOKEN_LENGTH:
-            raise ValueError(
-                f"token #{position} in {source} is a placeholder or shorter than "
-                f"{MIN_TOKEN_LENGTH} characters; generate one, e.g. "
-                "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-            )

@@ -6,14 +6,18 @@ only describes it for queries and must match the newest revision.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+from clusterforge_service_kit.sqlite import (
+    SqliteLocationError,
+    create_private_sqlite_file,
+    sqlite_connect_arguments,
+    tune_sqlite_engine,
+)
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -28,7 +32,6 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     delete,
-    event,
     func,
     insert,
     make_url,
@@ -152,11 +155,11 @@ def create_database_engine(
         prepare_sqlite_file(database_url)
         engine = create_engine(
             database_url,
-            connect_args={"check_same_thread": False, "timeout": 30},
+            connect_args=sqlite_connect_arguments(),
             pool_size=20,
             max_overflow=20,
         )
-        event.listen(engine, "connect", _tune_sqlite_connection)
+        tune_sqlite_engine(engine)
         return engine
     return create_engine(
         database_url,
@@ -167,45 +170,13 @@ def create_database_engine(
     )
 
 
-class DatabaseLocationError(ValueError):
-    """The SQLite file cannot be created where the database URL puts it."""
+# The kit's error, under the name this module has always raised.
+DatabaseLocationError = SqliteLocationError
 
 
 def prepare_sqlite_file(database_url: str) -> None:
-    """Create the SQLite file with mode 0600 before SQLite does (it would make it 0644).
-
-    SQLite gives its -wal and -shm files the mode of the database file, so they stay
-    private too. An existing file keeps its mode: the operator chose it.
-    """
-    location = make_url(database_url).database
-    if not location or location == ":memory:":
-        return
-    path = Path(location)
-    if not path.parent.is_dir():
-        raise DatabaseLocationError(
-            f"the directory {path.parent} of the SQLite file does not exist; "
-            "create it (writable by the service) or point the URL to an existing directory"
-        )
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    except OSError as error:
-        raise DatabaseLocationError(
-            f"cannot create the SQLite file {path} ({error.strerror}); make "
-            "its directory writable by the service or point the URL elsewhere"
-        ) from None
-    os.close(descriptor)
-
-
-def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # WAL lets readers go on while one writer writes; busy_timeout makes a second writer
-    # (another worker process) wait for the lock instead of failing at once.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+    """Create the SQLite file with mode 0600 before SQLite does (the kit's rule)."""
+    create_private_sqlite_file(make_url(database_url).database)
 
 
 def now_local() -> datetime:
