@@ -35,8 +35,10 @@ ensure_venv() {
         "$VENV/bin/pip" install --quiet --no-compile -e "$REPO[dev]"
         # A second pip run: upgrading a toolkit that still carried the services' console
         # scripts removes those scripts, so the services must be installed after it.
-        "$VENV/bin/pip" install --quiet --no-compile -e "$REPO/services/userdir[server,test]" \
-            -e "$REPO/services/orders[test]"
+        # The kit in the same run: the services pin clusterforge-service-kit, which no
+        # package index serves; pip takes this editable copy for it.
+        "$VENV/bin/pip" install --quiet --no-compile -e "$REPO/services/kit[server]" \
+            -e "$REPO/services/userdir[server,test]" -e "$REPO/services/orders[test]"
         # Compiled once here, because Python cannot be trusted to do it on first import:
         # where PYTHONDONTWRITEBYTECODE is set (it is on the machines CI runs on), every
         # ansible-playbook compiled ansible-core from source again, 1.3 s of a 2.2 s
