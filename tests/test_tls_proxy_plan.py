@@ -18,6 +18,7 @@ from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.pki.pki import PkiError, SubjectFields
 from clusterforge.plan.cluster_pki import nodes_dn_pattern
 from clusterforge.plan.host_certificates import (
+    HostCertificate,
     ensure_host_certificate,
     issuing_ca_without_cluster,
     own_host_certificate,
@@ -228,49 +229,29 @@ def test_an_own_certificate_is_checked_and_used_as_it_is(tmp_path: Path) -> None
     cert, key = tmp_path / "own.pem", tmp_path / "own-key.pem"
     cert.write_text(issued.certificate_pem)
     key.write_text(issued.key_pem)
-    own = own_host_certificate(
-        host="web-1",
-        purpose="tls_proxy",
-        cert_path=str(cert),
-        key_path=str(key),
-        alt_names=["10.0.0.5"],
-        ca_bundle_pem="",
-        variable_prefix="tls_proxy",
-    )
-    assert own.own and own.serial == issued.serial and not own.changed
+
+    def own(host: str, key_path: str, alt_names: list[str]) -> HostCertificate:
+        return own_host_certificate(
+            host=host,
+            purpose="tls_proxy",
+            cert_path=str(cert),
+            key_path=key_path,
+            alt_names=alt_names,
+            ca_bundle_pem="",
+            variable_prefix="tls_proxy",
+        )
+
+    used = own("web-1", str(key), ["10.0.0.5"])
+    assert used.own and used.serial == issued.serial and not used.changed
     other = ensure_host_certificate(ca, host="web-2", purpose="tls_proxy", alt_names=[])
     mismatched = tmp_path / "other-key.pem"
     mismatched.write_text(other.key_pem)
     with pytest.raises(ClusterforgeError, match="does not belong to the first certificate"):
-        own_host_certificate(
-            host="web-1",
-            purpose="tls_proxy",
-            cert_path=str(cert),
-            key_path=str(mismatched),
-            alt_names=[],
-            ca_bundle_pem="",
-            variable_prefix="tls_proxy",
-        )
+        own("web-1", str(mismatched), [])
     with pytest.raises(ClusterforgeError, match="names none of"):
-        own_host_certificate(
-            host="web-9",
-            purpose="tls_proxy",
-            cert_path=str(cert),
-            key_path=str(key),
-            alt_names=["10.9.9.9"],
-            ca_bundle_pem="",
-            variable_prefix="tls_proxy",
-        )
+        own("web-9", str(key), ["10.9.9.9"])
     with pytest.raises(ClusterforgeError, match="give both tls_proxy_cert_path"):
-        own_host_certificate(
-            host="web-1",
-            purpose="tls_proxy",
-            cert_path=str(cert),
-            key_path="",
-            alt_names=[],
-            ca_bundle_pem="",
-            variable_prefix="tls_proxy",
-        )
+        own("web-1", "", [])
 
 
 def test_the_proxy_flag_is_read_as_ansible_reads_a_boolean() -> None:
