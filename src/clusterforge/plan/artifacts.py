@@ -46,18 +46,26 @@ def cache_dir() -> Path:
 
 
 @contextmanager
-def cache_lock() -> Iterator[None]:
-    """Hold the cache's lock (``flock`` on the cache directory itself) until the block ends.
+def directory_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` itself until the block ends.
 
-    Taken before looking for a target, so a run that waited finds the file the other run
-    wrote instead of fetching or building it a second time. The directory is its own lock,
-    so no lock file is left among the archives."""
-    descriptor = os.open(cache_dir(), os.O_RDONLY | os.O_DIRECTORY)
+    The directory is its own lock, so no lock file is left among what it holds."""
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:
         os.close(descriptor)
+
+
+@contextmanager
+def cache_lock() -> Iterator[None]:
+    """Hold the cache's lock until the block ends.
+
+    Taken before looking for a target, so a run that waited finds the file the other run
+    wrote instead of fetching or building it a second time."""
+    with directory_lock(cache_dir()):
+        yield
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ and write of the PKI directory holds its lock.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from clusterforge.pki.pki import (
     split_alt_names,
     write_ca_bundle,
 )
+from clusterforge.plan.artifacts import directory_lock
 from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX, resolve_pki_dir
 from clusterforge.plan.model import Cluster
 from clusterforge.schema import load_schema
@@ -202,12 +202,8 @@ def _ca_subject(ca_source: IssuingCa) -> SubjectFields:
 @contextmanager
 def _pki_lock(pki_dir: Path) -> Iterator[None]:
     pki_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    descriptor = os.open(pki_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+    with directory_lock(pki_dir):
         yield
-    finally:
-        os.close(descriptor)
 
 
 def certificate_file_name(host: str, purpose: str) -> str:
