@@ -49,7 +49,12 @@ HOSTS_SUBDIR = "hosts"
 CLUSTER_GROUP = "opensearch"
 CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 (a variable name)
 # What each kind of host certificate serves: its OU suffix and file-name suffix.
-PURPOSES = {"tls_proxy": "services-proxy", "postgresql": "database"}
+PURPOSES = {
+    "tls_proxy": "services-proxy",
+    "postgresql": "database",
+    "monitoring": "monitoring",
+    "node_exporter": "node-exporter",
+}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -68,6 +68,8 @@ from clusterforge.plan.model import (
     heap_megabytes,
     plain_data,
 )
+from clusterforge.plan.monitoring import MonitoringUser, plan_monitoring_user
+from clusterforge.plan.monitoring import security_additions as monitoring_security_additions
 from clusterforge.plan.orders_search import (
     DISABLED,
     USERNAME_VARIABLE,
@@ -437,6 +439,7 @@ def _security_files(
     pki: ClusterPki | None,
     orders_search: OrdersSearch | None = None,
     cluster: Cluster | None = None,
+    monitoring_user: MonitoringUser | None = None,
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
@@ -449,6 +452,11 @@ def _security_files(
         users.append(additions["user"])
         roles = additions["roles"]
         role_mappings = additions["role_mappings"]
+    if monitoring_user is not None:
+        monitoring = monitoring_security_additions(monitoring_user)
+        users.append(monitoring["user"])
+        roles = {**roles, **monitoring["roles"]}
+        role_mappings = {**role_mappings, **monitoring["role_mappings"]}
     return render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
@@ -783,6 +791,7 @@ def build_plan(
     security_files: bool = True,
     review: bool = False,
     preview: bool = False,
+    monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -851,7 +860,15 @@ def build_plan(
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(validated.warnings),
         "artifacts": artifacts,
-        "security": _security_files(nodes_vars[0][1], pki, orders_search, cluster)
+        "security": _security_files(
+            nodes_vars[0][1],
+            pki,
+            orders_search,
+            cluster,
+            plan_monitoring_user(
+                cluster, monitoring_vars, inventory_dir=inventory_dir or Path.cwd()
+            ),
+        )
         if security_files
         else dict(SECURITY_FILES_OMITTED),
         # Order delivery (docs/orders-search.md): the index template, the user's name and
