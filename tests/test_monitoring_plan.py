@@ -23,6 +23,7 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.hashing import verify_password
+from clusterforge.plan.alerting import build_alerting
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.monitoring import (
     CONFIG_DIR,
@@ -44,6 +45,7 @@ TOKEN_USERS = "unit-userdir-token-0123456789"
 TOKEN_ORDERS = "unit-orders-token-0123456789"
 WEB_PASSWORD = "unit-web-password-0123456789"
 CLUSTER_PASSWORD = "Unit-Monitor-Password-7c1e"
+HOOK_TOKEN = "unit-hook-token-0123456789"
 PROMTOOL = shutil.which("promtool")
 AMTOOL = shutil.which("amtool")
 
@@ -86,12 +88,21 @@ def planned(inventory: Path, **variables: Any) -> dict[str, Any]:
         ],
         node_exporters=[(f"os-{i}", f"127.0.0.{70 + i}") for i in (1, 2, 3)]
         + [("apps-1", "127.0.0.81"), ("mon-1", "127.0.0.80")],
-        model={
-            "monitoring_alertmanager_receivers": [
-                {"name": "lab", "webhook": {"url": "http://127.0.0.1:19093/"}}
-            ],
-            **variables,
-        },
+        alerting=build_alerting(
+            {
+                "monitoring_alertmanager_receivers": [
+                    {"name": "lab", "webhook": {"url": "http://127.0.0.1:19093/"}},
+                    {
+                        "name": "hook",
+                        "webhook": {
+                            "url": "https://hooks.example.com/alerts",
+                            "bearer_token_var": "vault_hook_token",
+                        },
+                    },
+                ],
+            }
+        ),
+        alerting_secrets={"vault_hook_token": HOOK_TOKEN},
         web_password=WEB_PASSWORD,
         web_password_hash="$2b$10$" + "a" * 53,
     )
@@ -152,7 +163,7 @@ def test_targets_come_from_the_inventory(tmp_path: Path) -> None:
 
 def test_no_configuration_holds_a_secret(tmp_path: Path) -> None:
     plan = planned(tmp_path)
-    secrets = (TOKEN_USERS, TOKEN_ORDERS, WEB_PASSWORD, CLUSTER_PASSWORD)
+    secrets = (TOKEN_USERS, TOKEN_ORDERS, WEB_PASSWORD, CLUSTER_PASSWORD, HOOK_TOKEN)
     holders: dict[str, list[str]] = {}
     for entry in plan["files"]:
         for secret in secrets:
@@ -165,6 +176,8 @@ def test_no_configuration_holds_a_secret(tmp_path: Path) -> None:
         assert by_path(plan)[path]["owner"] == "root"
     assert len(holders[TOKEN_USERS]) == 1
     assert len(holders[WEB_PASSWORD]) == 1
+    assert len(holders[HOOK_TOKEN]) == 1
+    assert by_path(plan)[holders[HOOK_TOKEN][0]]["mode"] == "0600"
     # The unit reads the password from the environment file, never from its arguments.
     unit = by_path(plan)["/etc/systemd/system/clusterforge-cluster-exporter@.service"]["content"]
     assert "EnvironmentFile=" in unit
@@ -207,7 +220,8 @@ def test_monitoring_needs_a_tls_cluster(tmp_path: Path) -> None:
             user=None,
             services=[],
             node_exporters=[],
-            model={},
+            alerting=build_alerting({}),
+            alerting_secrets={},
             web_password=WEB_PASSWORD,
             web_password_hash="x",
         )

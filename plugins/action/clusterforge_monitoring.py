@@ -36,6 +36,7 @@ from clusterforge.plan.monitoring import (
     WEB_SECRETS_DIR_NAME,
     MonitoringSettings,
     ServiceEndpoint,
+    build_host_alerting,
     plan_monitoring,
     plan_monitoring_user,
 )
@@ -101,7 +102,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             raise InventoryError(
                 ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
             )
-        cluster, _ = build_model(hosts, "opensearch")
+        cluster, nodes_vars = build_model(hosts, "opensearch")
         inventory_dir = hosts.directory(["opensearch"])
         user = plan_monitoring_user(cluster, [(host, variables)], inventory_dir=inventory_dir)
 
@@ -151,15 +152,22 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             for name in hosts.hosts(group):
                 if name not in {known for known, _ in exporter_hosts}:
                     exporter_hosts.append((name, address(name)))
+        alerting = build_host_alerting(cluster, variables, nodes_vars, inventory_dir=inventory_dir)
+        # The receivers' secrets, by the vaulted variables they name (the only ones read).
+        alerting_secrets = {
+            name: template(task_vars[name])
+            for name in alerting.secret_variables
+            if name in task_vars
+        }
         password, password_hash = web_password(inventory_dir)
-        model = {**variables}
         plan = plan_monitoring(
             settings,
             cluster=cluster,
             user=user,
             services=endpoints,
             node_exporters=exporter_hosts,
-            model=model,
+            alerting=alerting,
+            alerting_secrets=alerting_secrets,
             web_password=password,
             web_password_hash=password_hash,
         )

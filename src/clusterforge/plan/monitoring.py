@@ -19,8 +19,8 @@ decided from the inventory and the plan, never typed twice:
   generated once; the hosts hold its bcrypt hash only); the blackbox and cluster
   exporters bind a loopback address.
 
-The alert rules and Alertmanager's routes are C1's (clusterforge.plan.alerting); until it
-lands, :func:`_alerting` stands in with no rule and one webhook route.
+The alert rules, the user's own rules files and Alertmanager's routes come from
+clusterforge.plan.alerting, from the monitoring host's ``monitoring_alert*`` variables.
 
 Everything secret (the user's password, the tokens, the web password) goes into files
 marked ``secret`` of :func:`plan_monitoring`'s result, which the role writes with
@@ -29,7 +29,6 @@ no_log; no rendered configuration holds one (each names a ``*_file``).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,14 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.plan.alerting import (
+    RULES_FILE_NAME,
+    Alerting,
+    alert_rules,
+    alertmanager_config,
+    alertmanager_secret_files,
+    build_alerting,
+)
 from clusterforge.plan.render import MANAGED_HEADER, render_template
 from clusterforge.schema import load_schema
 
@@ -106,7 +113,7 @@ BINARIES = {
 METRICS_PATH = "/metrics"
 JOB_OF_SERVICE = {"user_directory": "user_directory", "order_service": "order_service"}
 TLS_PROBE_MODULE = "tls_cluster_ca"
-RULES_FILE = "clusterforge.rules.yml"
+RULES_FILE = RULES_FILE_NAME
 
 
 def _value(variables: Mapping[str, Any], name: str) -> Any:
@@ -284,6 +291,7 @@ def _paths() -> dict[str, str]:
         "key": f"{CONFIG_DIR}/tls/monitoring-key.pem",
         "secrets": secrets,
         "web_password": f"{secrets}/web.password",
+        "alertmanager_secrets": f"{secrets}/alertmanager",
         "exporter_env_dir": f"{CONFIG_DIR}/cluster-exporter",
         "node_web_yml": f"{NODE_EXPORTER_DIR}/web.yml",
         "node_cert": f"{NODE_EXPORTER_DIR}/node-exporter.pem",
@@ -503,65 +511,54 @@ def cluster_exporter_env(
     return "\n".join(lines) + "\n"
 
 
-def _alerting() -> Any | None:
-    """C1's clusterforge.plan.alerting when present (None until it lands)."""
-    try:
-        return importlib.import_module("clusterforge.plan.alerting")
-    except ModuleNotFoundError:
-        return None
-
-
 @dataclass(frozen=True, kw_only=True)
 class AlertingFiles:
+    """The rules, alertmanager.yml and the receivers' secret files (clusterforge.plan.alerting)."""
+
     rules: str
     alertmanager: str
     secret_files: dict[str, str]
+    user_rules: dict[str, str]
 
 
 def alerting_files(
-    model: Mapping[str, Any], *, expected_nodes: int, secrets: Mapping[str, str]
+    alerting: Alerting, *, expected_nodes: int, secrets: Mapping[str, Any]
 ) -> AlertingFiles:
-    """The rules file and alertmanager.yml, from C1's module or the stand-in below."""
-    module = _alerting()
-    if module is not None:
-        rules = module.alert_rules(model, expected_nodes)
-        rendered = module.alertmanager_config(model, secrets)
-        if isinstance(rendered, tuple):
-            text, files = rendered
-            return AlertingFiles(rules=rules, alertmanager=text, secret_files=dict(files))
-        return AlertingFiles(rules=rules, alertmanager=rendered, secret_files={})
-    # Stand-in until clusterforge.plan.alerting lands: no rule, and every alert to the
-    # first webhook receiver the inventory declares.
-    receivers = [
-        receiver
-        for receiver in model.get("monitoring_alertmanager_receivers") or []
-        if isinstance(receiver, Mapping) and receiver.get("webhook")
+    return AlertingFiles(
+        rules=alert_rules(alerting, expected_nodes),
+        alertmanager=alertmanager_config(
+            alerting, secrets, secrets_dir=PATHS["alertmanager_secrets"]
+        ),
+        secret_files=alertmanager_secret_files(
+            alerting, secrets, secrets_dir=PATHS["alertmanager_secrets"]
+        ),
+        user_rules=dict(alerting.rules_files),
+    )
+
+
+def build_host_alerting(
+    cluster: Cluster,
+    variables: Mapping[str, Any],
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    inventory_dir: Path | None,
+) -> Alerting:
+    """:func:`clusterforge.plan.alerting.build_alerting` for the monitoring host, with the
+    engine's watermark settings and certificate renewal window from the cluster's nodes."""
+    first = nodes_vars[0][1] if nodes_vars else {}
+    engine_settings = [
+        dict(cluster.extra_settings),
+        dict(first.get("opensearch_cluster_settings") or {}),
     ]
-    route_receiver = str(receivers[0]["name"]) if receivers else "none"
-    document = {
-        "route": {
-            "receiver": route_receiver,
-            "group_by": ["alertname"],
-            "group_wait": "5s",
-            "group_interval": "10s",
-            "repeat_interval": "1h",
-        },
-        "receivers": [
-            {
-                "name": route_receiver,
-                **(
-                    {
-                        "webhook_configs": [
-                            {"url": str(receivers[0]["webhook"]["url"]), "send_resolved": True}
-                        ]
-                    }
-                    if receivers
-                    else {}
-                ),
-            }
-        ],
-    }
-    return AlertingFiles(rules=_yaml({"groups": []}), alertmanager=_yaml(document), secret_files={})
+    renew = first.get("opensearch_cert_renew_within_days")
+    if renew is None:
+        renew = load_schema().default_of("opensearch_cert_renew_within_days")
+    return build_alerting(
+        variables,
+        engine_settings=engine_settings,
+        cert_renew_within_days=int(renew),
+        rules_base_dir=inventory_dir,
+    )
 
 
 def render_unit(name: str, **context: Any) -> str:
@@ -577,7 +574,8 @@ def plan_monitoring(
     user: MonitoringUser | None,
     services: Sequence[ServiceEndpoint],
     node_exporters: Sequence[tuple[str, str]],
-    model: Mapping[str, Any],
+    alerting: Alerting,
+    alerting_secrets: Mapping[str, Any],
     web_password: str,
     web_password_hash: str,
 ) -> dict[str, Any]:
@@ -612,8 +610,12 @@ def plan_monitoring(
                 "monitoring_prometheus_port; move one of them"
             ]
         )
-    extra_rules = [str(path) for path in model.get("monitoring_rules_files") or []]
-    alerting = alerting_files(model, expected_nodes=len(cluster.nodes), secrets={})
+    planned_alerting = alerting_files(
+        alerting, expected_nodes=len(cluster.nodes), secrets=alerting_secrets
+    )
+    user_rules = {
+        f"{PATHS['rules_dir']}/{name}": text for name, text in planned_alerting.user_rules.items()
+    }
     owner = {"owner": "root", "group": SERVICE_USER}
     files: list[dict[str, Any]] = [
         {
@@ -623,10 +625,7 @@ def plan_monitoring(
                 cluster_targets=targets,
                 node_exporters=node_exporters,
                 services=services,
-                extra_rules_files=[
-                    f"{PATHS['rules_dir']}/user-{index}-{Path(path).name}"
-                    for index, path in enumerate(extra_rules)
-                ],
+                extra_rules_files=list(user_rules),
             ),
             **owner,
             "mode": "0640",
@@ -642,13 +641,13 @@ def plan_monitoring(
         {"path": PATHS["blackbox_yml"], "content": render_blackbox_yml(), **owner, "mode": "0640"},
         {
             "path": f"{PATHS['rules_dir']}/{RULES_FILE}",
-            "content": alerting.rules,
+            "content": planned_alerting.rules,
             **owner,
             "mode": "0640",
         },
         {
             "path": PATHS["alertmanager_yml"],
-            "content": alerting.alertmanager,
+            "content": planned_alerting.alertmanager,
             **owner,
             "mode": "0640",
         },
@@ -660,8 +659,20 @@ def plan_monitoring(
             "secret": True,
         },
     ]
-    for path, content in alerting.secret_files.items():
-        files.append({"path": path, "content": content, **owner, "mode": "0640", "secret": True})
+    for path, content in user_rules.items():
+        files.append({"path": path, "content": content, **owner, "mode": "0640"})
+    for path, content in planned_alerting.secret_files.items():
+        # Alertmanager's (the prometheus user's) to read, nobody else's.
+        files.append(
+            {
+                "path": path,
+                "content": content + "\n",
+                "owner": SERVICE_USER,
+                "group": SERVICE_USER,
+                "mode": "0600",
+                "secret": True,
+            }
+        )
     for endpoint in services:
         files.append(
             {
@@ -701,10 +712,6 @@ def plan_monitoring(
         )
     return {
         "files": files,
-        "user_rules_files": [
-            {"src": path, "dest": f"{PATHS['rules_dir']}/user-{index}-{Path(path).name}"}
-            for index, path in enumerate(extra_rules)
-        ],
         "units": [UNITS["prometheus"], UNITS["alertmanager"], UNITS["blackbox"]],
         "cluster_exporters": [
             f"{UNITS['cluster_exporter']}{target.inventory_name}" for target in targets
@@ -760,7 +767,7 @@ def rendered_for_own_prometheus(
     cluster: Cluster,
     services: Sequence[ServiceEndpoint],
     node_exporters: Sequence[tuple[str, str]],
-    model: Mapping[str, Any],
+    alerting: Alerting,
 ) -> dict[str, str]:
     """What ``scripts/render`` writes for a user who runs Prometheus already: the scrape
     config (paths as on a clusterforge monitoring host; adjust the CA and secret files)
@@ -775,11 +782,11 @@ def rendered_for_own_prometheus(
         )
         for index, node in enumerate(cluster.nodes)
     ]
-    alerting = alerting_files(model, expected_nodes=len(cluster.nodes), secrets={})
     return {
         "prometheus.yml": render_prometheus_yml(
             settings, cluster_targets=targets, node_exporters=node_exporters, services=services
         ),
-        RULES_FILE: alerting.rules,
+        RULES_FILE: alert_rules(alerting, len(cluster.nodes)),
+        **dict(alerting.rules_files),
         "blackbox.yml": render_blackbox_yml(),
     }
