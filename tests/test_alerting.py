@@ -624,7 +624,7 @@ def test_own_rules_files_are_read_relative_to_the_inventory(tmp_path: Path) -> N
         ("rules: []\n", "a rules file holds `groups:`"),
         (
             "groups:\n  - name: clusterforge\n    rules: []\n",
-            "group 'clusterforge' is also in clusterforge.rules.yml",
+            "group 'clusterforge' is also in clusterforge-alerts.yml",
         ),
         (
             "groups:\n  - name: g\n    rules:\n      - alert: A\n",

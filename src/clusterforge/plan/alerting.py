@@ -36,7 +36,7 @@ from clusterforge.errors import InventoryError
 from clusterforge.plan.render import MANAGED_HEADER
 from clusterforge.schema import Variable, check_value, load_schema
 
-RULES_FILE_NAME = "clusterforge.rules.yml"
+RULES_FILE_NAME = "clusterforge-alerts.yml"
 RULES_GROUP = "clusterforge"
 # Debian's prometheus-alertmanager runs as the user prometheus and reads /etc/prometheus.
 ALERTMANAGER_SECRETS_DIR = "/etc/prometheus/alertmanager-secrets"
