@@ -23,7 +23,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.inventory.variables import TaskHosts, build_model, services_vars
+from clusterforge.inventory.variables import TaskHosts
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
 from clusterforge.pki.hashing import hash_password, verify_password
 from clusterforge.plan.host_certificates import ensure_host_certificate, issuing_ca_for_task
@@ -34,16 +34,11 @@ from clusterforge.plan.monitoring import (
     WEB_HASH_FILE,
     WEB_PASSWORD_FILE,
     WEB_SECRETS_DIR_NAME,
-    MonitoringSettings,
-    ServiceEndpoint,
-    build_host_alerting,
     plan_monitoring,
     plan_monitoring_user,
+    read_monitoring_inputs,
 )
-from clusterforge.plan.tls_proxy import PROXIED_SERVICES, plan_tls_proxy
 
-# Groups whose hosts run a node exporter (every host the toolkit deploys).
-HOST_GROUPS = ("opensearch", "dashboards", "postgresql", *PROXIED_SERVICES, GROUP)
 # bcrypt's cost for the web password: every scrape of a node exporter checks it.
 WEB_HASH_ROUNDS = 10
 
@@ -84,90 +79,31 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         template = self._templar.template
         host = str(task_vars.get("inventory_hostname"))
         hosts = TaskHosts(task_vars, template)
-        hostvars = task_vars.get("hostvars", {})
-        monitoring_hosts = hosts.hosts(GROUP)
-        if monitoring_hosts[:1] != [host]:
-            raise InventoryError(
-                [
-                    f"the monitoring group holds {', '.join(monitoring_hosts) or 'nothing'}; "
-                    "monitoring runs on exactly one host: put one host in the group monitoring"
-                ]
-            )
-        variables = {
-            name: template(value)
-            for name, value in task_vars.items()
-            if name.startswith("monitoring_")
-        }
-        if not hosts.hosts("opensearch"):
-            raise InventoryError(
-                ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
-            )
-        cluster, nodes_vars = build_model(hosts, "opensearch")
-        inventory_dir = hosts.directory(["opensearch"])
-        user = plan_monitoring_user(cluster, [(host, variables)], inventory_dir=inventory_dir)
-
-        def address(name: str) -> str:
-            return str(template(hostvars[name].get("ansible_host") or name))
-
-        settings = MonitoringSettings.of(host, address(host), variables)
         task_ca = issuing_ca_for_task(task_vars, template)
-        endpoints = []
-        for service, service_hosts in services_vars(hosts).items():
-            if service not in PROXIED_SERVICES:
-                continue
-            for service_host, service_variables in service_hosts:
-                groups = [s for s in PROXIED_SERVICES if service_host in hosts.hosts(s)]
-                proxy_variables = {
-                    name: template(value)
-                    for name, value in hostvars[service_host].items()
-                    if name.startswith(("tls_proxy_", *(f"{s}_" for s in PROXIED_SERVICES)))
-                }
-                proxy = plan_tls_proxy(
-                    service_host,
-                    proxy_variables,
-                    groups,
-                    tls_protocols=task_ca.tls_protocols,
-                    tls_ciphers=task_ca.tls_ciphers,
-                )
-                if proxy is None:
-                    continue
-                tokens = list(service_variables.get(f"{service}_auth_tokens") or [])
-                if not tokens:
-                    raise InventoryError(
-                        [
-                            f"{service}_auth_tokens is empty on {service_host}: Prometheus "
-                            f"scrapes {service}'s /metrics with a bearer token; give the "
-                            "service one (vaulted)"
-                        ]
-                    )
-                url = proxy.urls(address(service_host)).get(service)
-                if url:
-                    endpoints.append(
-                        ServiceEndpoint(
-                            service=service, host=service_host, base_url=url, token=str(tokens[0])
-                        )
-                    )
-        exporter_hosts: list[tuple[str, str]] = []
-        for group in HOST_GROUPS:
-            for name in hosts.hosts(group):
-                if name not in {known for known, _ in exporter_hosts}:
-                    exporter_hosts.append((name, address(name)))
-        alerting = build_host_alerting(cluster, variables, nodes_vars, inventory_dir=inventory_dir)
-        # The receivers' secrets, by the vaulted variables they name (the only ones read).
-        alerting_secrets = {
-            name: template(task_vars[name])
-            for name in alerting.secret_variables
-            if name in task_vars
-        }
+        inventory_dir = hosts.directory(["opensearch", GROUP])
+        inputs = read_monitoring_inputs(
+            hosts,
+            inventory_dir=inventory_dir,
+            tls_protocols=task_ca.tls_protocols,
+            tls_ciphers=task_ca.tls_ciphers,
+        )
+        if inputs is None or inputs.host != host:
+            raise InventoryError(
+                [f"{host} is not the monitoring group's host; run the role on that host only"]
+            )
+        user = plan_monitoring_user(
+            inputs.cluster, [(host, inputs.variables)], inventory_dir=inventory_dir
+        )
         password, password_hash = web_password(inventory_dir)
+        settings = inputs.settings
         plan = plan_monitoring(
             settings,
-            cluster=cluster,
+            cluster=inputs.cluster,
             user=user,
-            services=endpoints,
-            node_exporters=exporter_hosts,
-            alerting=alerting,
-            alerting_secrets=alerting_secrets,
+            services=inputs.services,
+            node_exporters=inputs.node_exporters,
+            alerting=inputs.alerting,
+            alerting_secrets=inputs.alerting_secrets,
             web_password=password,
             web_password_hash=password_hash,
         )

@@ -761,17 +761,11 @@ def plan_monitoring(
     }
 
 
-def rendered_for_own_prometheus(
-    settings: MonitoringSettings,
-    *,
-    cluster: Cluster,
-    services: Sequence[ServiceEndpoint],
-    node_exporters: Sequence[tuple[str, str]],
-    alerting: Alerting,
-) -> dict[str, str]:
+def rendered_for_own_prometheus(inputs: MonitoringInputs) -> dict[str, str]:
     """What ``scripts/render`` writes for a user who runs Prometheus already: the scrape
     config (paths as on a clusterforge monitoring host; adjust the CA and secret files)
     and the rules."""
+    settings, cluster, alerting = inputs.settings, inputs.cluster, inputs.alerting
     base = settings.cluster_exporter_base_port
     targets = [
         ClusterTarget(
@@ -784,9 +778,123 @@ def rendered_for_own_prometheus(
     ]
     return {
         "prometheus.yml": render_prometheus_yml(
-            settings, cluster_targets=targets, node_exporters=node_exporters, services=services
+            settings,
+            cluster_targets=targets,
+            node_exporters=inputs.node_exporters,
+            services=inputs.services,
+            extra_rules_files=[f"{PATHS['rules_dir']}/{name}" for name in alerting.rules_files],
         ),
         RULES_FILE: alert_rules(alerting, len(cluster.nodes)),
         **dict(alerting.rules_files),
         "blackbox.yml": render_blackbox_yml(),
     }
+
+
+# --- reading the inventory (the action plugin and scripts/render) -----------------------
+
+# Groups whose hosts run a node exporter (every host the toolkit deploys).
+HOST_GROUPS = ("opensearch", "dashboards", "postgresql", "user_directory", "order_service", GROUP)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitoringInputs:
+    """What the monitoring host's plan is made from, read from the inventory."""
+
+    host: str
+    variables: dict[str, Any]
+    cluster: Cluster
+    settings: MonitoringSettings
+    services: tuple[ServiceEndpoint, ...]
+    node_exporters: tuple[tuple[str, str], ...]
+    alerting: Alerting
+    alerting_secrets: dict[str, Any] = field(repr=False)
+
+
+def read_monitoring_inputs(
+    source: Any,
+    *,
+    inventory_dir: Path,
+    tls_protocols: Sequence[str],
+    tls_ciphers: Sequence[str],
+) -> MonitoringInputs | None:
+    """The monitoring host's inputs from ``source`` (a
+    clusterforge.inventory.variables.HostSource: a task's or an inventory on disk); None
+    without a monitoring host. Refuses more than one, or none without a cluster."""
+    from clusterforge.inventory.variables import build_model, services_vars
+    from clusterforge.plan.model import plain_data
+    from clusterforge.plan.tls_proxy import PROXIED_SERVICES, plan_tls_proxy
+
+    monitoring_hosts = [str(name) for name in source.hosts(GROUP)]
+    if not monitoring_hosts:
+        return None
+    if len(monitoring_hosts) > 1:
+        raise InventoryError(
+            [
+                f"the monitoring group holds {', '.join(monitoring_hosts)}; monitoring runs on "
+                "exactly one host: put one host in the group monitoring"
+            ]
+        )
+    if not source.hosts("opensearch"):
+        raise InventoryError(
+            ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
+        )
+    host = monitoring_hosts[0]
+    variables = dict(plain_data(source.variables(host, lambda name: name.startswith(PREFIX))))
+    cluster, nodes_vars = build_model(source, "opensearch")
+
+    def address(name: str) -> str:
+        found = source.variables(name, lambda key: key == "ansible_host").get("ansible_host")
+        return str(found or name)
+
+    endpoints: list[ServiceEndpoint] = []
+    for service, service_hosts in services_vars(source).items():
+        if service not in PROXIED_SERVICES:
+            continue
+        for service_host, service_variables in service_hosts:
+            groups = [s for s in PROXIED_SERVICES if service_host in map(str, source.hosts(s))]
+            proxy = plan_tls_proxy(
+                service_host,
+                service_variables,
+                groups,
+                tls_protocols=tls_protocols,
+                tls_ciphers=tls_ciphers,
+            )
+            if proxy is None:
+                continue
+            tokens = list(service_variables.get(f"{service}_auth_tokens") or [])
+            if not tokens:
+                raise InventoryError(
+                    [
+                        f"{service}_auth_tokens is empty on {service_host}: Prometheus scrapes "
+                        f"{service}'s /metrics with a bearer token; give the service one "
+                        "(vaulted)"
+                    ]
+                )
+            url = proxy.urls(address(service_host)).get(service)
+            if url:
+                endpoints.append(
+                    ServiceEndpoint(
+                        service=service,
+                        host=str(service_host),
+                        base_url=url,
+                        token=str(tokens[0]),
+                    )
+                )
+    exporter_hosts: list[tuple[str, str]] = []
+    for group in HOST_GROUPS:
+        for name in map(str, source.hosts(group)):
+            if name not in {known for known, _ in exporter_hosts}:
+                exporter_hosts.append((name, address(name)))
+    alerting = build_host_alerting(cluster, variables, nodes_vars, inventory_dir=inventory_dir)
+    wanted = set(alerting.secret_variables)
+    secrets = dict(plain_data(source.variables(host, wanted.__contains__))) if wanted else {}
+    return MonitoringInputs(
+        host=host,
+        variables=variables,
+        cluster=cluster,
+        settings=MonitoringSettings.of(host, address(host), variables),
+        services=tuple(endpoints),
+        node_exporters=tuple(exporter_hosts),
+        alerting=alerting,
+        alerting_secrets=secrets,
+    )
