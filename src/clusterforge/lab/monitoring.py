@@ -122,6 +122,7 @@ def ensure_receiver(lab_dir: Path) -> None:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = receiver_log(lab_dir)
     log.touch(mode=0o600, exist_ok=True)
+    read_or_generate(receiver_token_file(lab_dir), generate=url_safe(18))
     say(f"starting the lab's alert receiver on {RECEIVER_ADDRESS}:{RECEIVER_PORT} (log {log})")
     with (directory / "receiver.out").open("ab") as output:
         process = subprocess.Popen(  # noqa: S603
