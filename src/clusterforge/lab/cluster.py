@@ -787,6 +787,11 @@ class Lab:
             lab_monitoring.ensure_receiver(self.lab_dir)
         else:
             lab_monitoring.stop_receiver(self.lab_dir)
+            if (self.lab_dir / "group_vars" / "monitoring.yml").exists():
+                say("stopping the monitoring's units (--no-monitoring on a lab that had it)")
+                lab_monitoring.stop_units(
+                    [node.container for node in [*nodes, *([apps_node] if apps_node else [])]]
+                )
         extra = nodes[node_count:]
         if extra:
             say(

@@ -162,6 +162,26 @@ def stop_receiver(lab_dir: Path) -> None:
     _pid_file(lab_dir).unlink(missing_ok=True)
 
 
+def stop_units(containers: list[str]) -> None:
+    """``--no-monitoring`` on a lab that had it: its units stop and are disabled. The
+    cluster exporters would otherwise go on signing in as a user the security files no
+    longer hold, and their failures trip the cluster's lockout of the address, which the
+    lab's containers share (127.0.0.1 on loopback), so the playbook's own calls fail too."""
+    units = [
+        "clusterforge-prometheus",
+        "clusterforge-alertmanager",
+        "clusterforge-blackbox-exporter",
+        "clusterforge-cluster-exporter@*",
+        "clusterforge-node-exporter",
+    ]
+    for container in containers:
+        subprocess.run(  # noqa: S603
+            ["docker", "exec", container, "systemctl", "disable", "--now", *units],  # noqa: S607
+            capture_output=True,
+            check=False,
+        )
+
+
 def facts(address: str, lab_dir: Path, ca_cert: Path) -> dict[str, Any]:
     """lab.json's ``monitoring`` (what scripts/status and the drills read)."""
     return {
