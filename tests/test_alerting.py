@@ -726,3 +726,16 @@ def test_the_secret_files_hold_the_secrets_and_the_config_names_them(tmp_path: P
     )
     assert mail["email_configs"][0]["auth_password_file"] == "/etc/am/mail.smtp-password"
     assert alerting.secret_variables == ("vault_ops_token", "vault_smtp_password")
+
+
+def test_every_runbook_names_commands_that_exist() -> None:
+    root = Path(__file__).resolve().parents[1]
+    rules = yaml.safe_load(alert_rules(build_alerting({}), 3))["groups"][0]["rules"]
+    for rule in rules:
+        runbook = rule["annotations"]["runbook"]
+        named = re.findall(r"(playbooks/[\w-]+\.yml|scripts/\w+|docs/[\w-]+\.md)", runbook)
+        assert named, f"{rule['alert']}'s runbook names no clusterforge command"
+        for path in named:
+            assert (root / path).is_file(), (
+                f"{rule['alert']}'s runbook names {path}, which is missing"
+            )
