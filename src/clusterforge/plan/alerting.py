@@ -34,7 +34,7 @@ import yaml
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import InventoryError
 from clusterforge.plan.render import MANAGED_HEADER
-from clusterforge.schema import Variable, check_value, load_schema
+from clusterforge.schema import check_value, load_schema
 
 RULES_FILE_NAME = "clusterforge-alerts.yml"
 RULES_GROUP = "clusterforge"
@@ -162,10 +162,6 @@ class Alerting:
 
 
 # ---------------------------------------------------------------- the model
-
-
-def _schema_variable(name: str) -> Variable:
-    return load_schema().variables[name]
 
 
 def build_alerting(
