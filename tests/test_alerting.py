@@ -21,16 +21,15 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
+from clusterforge.plan.alert_rules import alert_names, parse_watermark
 from clusterforge.plan.alerting import (
     NULL_RECEIVER,
     RULES_FILE_NAME,
     Alerting,
-    alert_names,
     alert_rules,
     alertmanager_config,
     alertmanager_secret_files,
     build_alerting,
-    parse_watermark,
 )
 
 
