@@ -22,6 +22,7 @@ from typing import Any
 from clusterforge.client import DEFAULT_TIMEOUT, ClusterClient
 from clusterforge.errors import ClusterforgeError
 from clusterforge.plan.cluster_config import ClusterConfig
+from clusterforge.status.alerts import alert_problems, firing_alerts, render_alerts
 from clusterforge.status.drift import (
     declared_config,
     drift_problems,
@@ -184,6 +185,10 @@ def render_table(report: dict[str, Any]) -> str:
     else:
         lines.append("services  none in this inventory")
     lines.append("")
+    alerts = report.get("alerts")
+    if alerts is not None:
+        lines += render_alerts(alerts)
+        lines.append("")
     drift = report.get("drift")
     if drift is not None:
         lines.append(
@@ -281,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
             found = find_drift(target, declared, client)
             report["drift"] = found["drift"]
             report["problems"] += drift_problems(found)
+    if target.alertmanager is not None:
+        alerts = firing_alerts(target.alertmanager, timeout=args.timeout)
+        report["alerts"] = alerts
+        report["problems"] += alert_problems(alerts)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

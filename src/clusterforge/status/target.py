@@ -21,6 +21,7 @@ from clusterforge.plan.cluster_pki import resolve_pki_dir
 from clusterforge.plan.console import build_consoles
 from clusterforge.plan.tls_proxy import proxied
 from clusterforge.schema import load_schema
+from clusterforge.status.alerts import AlertSource, alert_source
 
 DEFAULT_RENEW_WITHIN_DAYS: int = load_schema().default_of("opensearch_cert_renew_within_days")
 ADMIN_USER = "admin"
@@ -75,6 +76,8 @@ class Target:
     # The opensearch group's variables as read (extra vars on top), for the drift check;
     # None for a lab.json, which holds none.
     opensearch_vars: Mapping[str, Any] | None = field(default=None, repr=False)
+    # The Alertmanager whose firing alerts the report lists (lab.json's monitoring).
+    alertmanager: AlertSource | None = None
 
     @property
     def secured(self) -> bool:
@@ -130,6 +133,7 @@ def load_lab_json(path: Path) -> Target:
         services={
             str(name): service_health_url(str(name), str(url)) for name, url in services.items()
         },
+        alertmanager=alert_source(facts.get("monitoring"), str(path)),
     )
 
 
