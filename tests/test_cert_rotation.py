@@ -32,8 +32,9 @@ from clusterforge.pki.pki import (
 )
 from clusterforge.plan.cluster_pki import ensure_cluster_pki, rotate_cluster_ca
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import build_plan, plan_rollout, restart_reasons
+from clusterforge.plan.plan import build_plan
 from clusterforge.plan.render import HOT_RELOAD_SETTING
+from clusterforge.plan.restarts import plan_rollout, restart_reasons
 
 PASSPHRASE = "unit-test-passphrase"
 PASSWORDS = {

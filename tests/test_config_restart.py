@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from ansible.plugins.action import ActionBase
 
-from clusterforge.plan.plan import build_plan, settings_needing_restart, with_observed
+from clusterforge.plan.plan import build_plan, with_observed
+from clusterforge.plan.restarts import settings_needing_restart
 from collection_plugins import load_action_using_api
 from test_scale import open_nodes, tls_nodes
 

@@ -12,9 +12,9 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.hashing import verify_password
-from clusterforge.plan.cluster_security import render_cluster_security
+from clusterforge.plan.cluster_security import SECURITY_FILES_OMITTED, render_cluster_security
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import PLAN_SECTIONS, SECURITY_FILES_OMITTED, build_plan, with_observed
+from clusterforge.plan.plan import PLAN_SECTIONS, build_plan, with_observed
 from nodes_dn_matcher import admits
 
 PASSWORDS = {

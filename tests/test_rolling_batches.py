@@ -21,7 +21,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import plan_rollout, restart_reasons, rolling_batches, with_restarts
+from clusterforge.plan.plan import with_restarts
+from clusterforge.plan.restarts import plan_rollout, restart_reasons, rolling_batches
 from collection_plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]

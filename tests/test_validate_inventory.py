@@ -12,7 +12,8 @@ import pytest
 from clusterforge.errors import InventoryError
 from clusterforge.pki.pki import CA_PASSPHRASE_ENV
 from clusterforge.plan.orders_search import generated_password_path
-from clusterforge.plan.plan import REVIEW_WARNING_SUFFIX, build_plan, validate_inventory
+from clusterforge.plan.plan import build_plan
+from clusterforge.plan.validation import REVIEW_WARNING_SUFFIX, validate_inventory
 
 PASSWORDS = {
     "admin": "Check-Admin-2b7d",

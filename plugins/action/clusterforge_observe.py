@@ -42,7 +42,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action impo
     ApiActionBase,
 )
 
-from clusterforge.plan.plan import memory_megabytes
+from clusterforge.plan.restarts import memory_megabytes
 
 ROOT_PATH = "/"
 MANAGER_PATH = "/_cat/cluster_manager?format=json"

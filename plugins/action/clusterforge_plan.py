@@ -49,8 +49,9 @@ from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.inventory.reader import inventory_read_problem
 from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
 from clusterforge.plan.model import plain_data
-from clusterforge.plan.plan import build_plan, validate_inventory, with_observed, with_restarts
+from clusterforge.plan.plan import build_plan, with_observed, with_restarts
 from clusterforge.plan.services_plan import SERVICES
+from clusterforge.plan.validation import validate_inventory
 
 # Plugins built from this project's folders (source: build) are found relative to the
 # checkout this action belongs to, whichever playbook (site.yml, a molecule verify) runs it.

@@ -14,9 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -25,6 +28,7 @@ from cryptography.x509.oid import NameOID
 
 from clusterforge.pki.pki import (
     CA_CERT_FILE,
+    CA_PASSPHRASE_ENV,
     PkiError,
     SubjectFields,
     certificate_expiry,
@@ -249,3 +253,12 @@ def rotate_cluster_ca(
         subject=_subject(cluster, f"{cluster.name}{CA_COMMON_NAME_SUFFIX} {stamp}"),
         leaves_signed_by_previous=stale,
     )
+
+
+CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
+
+
+def ca_passphrase(first_host_vars: Mapping[str, Any]) -> bytes | None:
+    """The CA passphrase: the (vaulted) variable, else the environment."""
+    value = first_host_vars.get(CA_PASSPHRASE_VARIABLE) or os.environ.get(CA_PASSPHRASE_ENV)
+    return str(value).encode() if value else None

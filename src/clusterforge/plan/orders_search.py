@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -327,6 +327,15 @@ def plan_orders_search(
         ca_bundle=str(ca_bundle or ""),
         template=index_template(),
     )
+
+
+def with_generated_password(search: OrdersSearch) -> OrdersSearch:
+    """``search`` planned by a check (``generate=False``) with its real password: the one
+    in its generated file, generated there first when missing. A password the inventory
+    gives is kept as it is."""
+    if search.password != NOT_GENERATED or not search.password_file:
+        return search
+    return replace(search, password=read_or_generate_password(Path(search.password_file)))
 
 
 def security_additions(search: OrdersSearch) -> dict[str, Any]:

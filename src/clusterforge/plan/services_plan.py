@@ -574,3 +574,28 @@ def plan_services(
     if problems:
         raise InventoryError(problems)
     return planned
+
+
+def plan_services_section(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    project_root: Path | None,
+    orders_search: OrdersSearch | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every service host's settings, secrets left out: ``{host: {service: planned}}``."""
+    hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
+    if not any(hosts_by_group.values()):
+        return {}
+    hostvars: dict[str, dict[str, Any]] = {}
+    for hosts in services_vars.values():
+        for host, variables in hosts:
+            hostvars.setdefault(host, {}).update(variables)
+    planned = plan_services(
+        hosts_by_group,
+        hostvars,
+        checkout=project_root or DEFAULT_PROJECT_ROOT,
+        orders_search=orders_search,
+    )
+    return {
+        host: {service: settings.as_dict() for service, settings in by_service.items()}
+        for host, by_service in planned.items()
+    }
