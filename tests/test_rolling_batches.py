@@ -1,5 +1,5 @@
 """Zone mode in the one rolling mechanism: which of the plan's batches restart
-(clusterforge.plan.plan.rolling_batches), the plan action deciding the restarts from the
+(clusterforge.plan.restarts.rolling_batches), the plan action deciding the restarts from the
 run's recorded changes (clusterforge_plan with changes:, clusterforge.plan.plan.
 with_restarts), and playbooks/rolling.yml cutting its hosts into exactly those batches, one
 serial step each (a preview on local hosts: no node runs, nothing restarts). Node mode

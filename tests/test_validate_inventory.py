@@ -1,4 +1,4 @@
-"""clusterforge.plan.plan.validate_inventory: the one check behind the playbooks' first play,
+"""clusterforge.plan.validation.validate_inventory: the one check behind the playbooks' first play,
 build_plan and scripts/render (issue 31, item 5). It writes nothing on the control node."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Arguments:
   removal: true when the plan removes nodes (``removal.names``), to read the members and
     the replica settings the plan judges a removal by.
 
-Returns ``observed`` in the shape clusterforge.plan.plan.plan_rollout and plan_removal read.
+Returns ``observed`` in the shape clusterforge.plan.restarts.plan_rollout and plan_removal read.
 """
 
 from __future__ import annotations

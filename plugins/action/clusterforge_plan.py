@@ -25,7 +25,7 @@ Arguments:
     ``{node: reasons}`` for the nodes that restart, and ``rollout.restart_batches``, zone
     mode's batches; clusterforge.plan.plan.with_restarts) and nothing decided again.
   hosts: with ``changes``, the play's hosts: a zone-mode batch keeps only those.
-  validate_only: true checks the whole inventory (clusterforge.plan.plan.validate_inventory)
+  validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
     any connection; its result holds only ``checked`` and ``model_warnings``.
