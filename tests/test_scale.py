@@ -13,7 +13,7 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.lab.__main__ import node_count
-from clusterforge.pki.pki import SubjectFields
+from clusterforge.pki.certificates import SubjectFields
 from clusterforge.plan.cluster_pki import nodes_dn_pattern
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.plan import build_plan

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.pki.pki import CA_PASSPHRASE_ENV
+from clusterforge.pki.certificates import CA_PASSPHRASE_ENV
 from clusterforge.plan.orders_search import generated_password_path
 from clusterforge.plan.plan import build_plan
 from clusterforge.plan.validation import REVIEW_WARNING_SUFFIX, validate_inventory

@@ -73,8 +73,9 @@ options:
     elements: str
   validate_only:
     description:
-      - Only check the whole inventory (C(clusterforge.plan.validation.validate_inventory)), writing,
-        generating and fetching nothing. The first play of every playbook
+      - Only check the whole inventory
+        (C(clusterforge.plan.validation.validate_inventory)), writing, generating and
+        fetching nothing. The first play of every playbook
         (C(playbooks/check-inventory.yml)) does this before any host is contacted.
     type: bool
     default: false

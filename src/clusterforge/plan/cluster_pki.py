@@ -1,12 +1,12 @@
 """The cluster's certificates, from the model: one CA, a certificate per node, an admin.
 
-Thin on purpose: :mod:`clusterforge.pki.pki` does the cryptography; this module decides
+Thin on purpose: :mod:`clusterforge.pki` does the cryptography; this module decides
 which certificates a cluster needs, with which subjects and names, and reads the DNs
 back for ``plugins.security.nodes_dn`` and ``plugins.security.authcz.admin_dn``.
 
 Nodes and clients trust ``ca-bundle.pem`` (written here on every plan), never ``ca.pem``
 directly: during a CA rotation the bundle holds the old and the new CA (see
-:func:`clusterforge.pki.pki.rotate_ca` and docs/certificates.md).
+:func:`clusterforge.pki.ca_rotation.rotate_ca` and docs/certificates.md).
 """
 
 from __future__ import annotations
@@ -26,21 +26,18 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.ca_rotation import retire_node_certificates, rotate_ca, write_ca_bundle
+from clusterforge.pki.certificates import (
     CA_CERT_FILE,
     CA_PASSPHRASE_ENV,
     PkiError,
     SubjectFields,
     certificate_expiry,
-    ensure_admin_certificate,
-    ensure_node_certificate,
     issued_by,
     load_certificate,
-    load_or_create_ca,
-    retire_node_certificates,
-    rotate_ca,
-    write_ca_bundle,
 )
+from clusterforge.pki.issuing import ensure_admin_certificate, ensure_node_certificate
 from clusterforge.plan.model import Cluster
 
 CA_COMMON_NAME_SUFFIX = " root CA"
@@ -69,7 +66,7 @@ class ClusterPki:
     generations: dict[str, str] | None = None
     nodes_dn_pattern: str = ""
     # Inventory names whose key and certificate this plan retired: they left the group
-    # opensearch (clusterforge.pki.pki.retire_node_certificates).
+    # opensearch (clusterforge.pki.ca_rotation.retire_node_certificates).
     retired: tuple[str, ...] = ()
     # Keys the record that a kept internal-user hash still matches its password
     # (clusterforge.plan.cluster_security); derived from the CA key, so only whoever can issue

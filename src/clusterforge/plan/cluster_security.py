@@ -30,8 +30,8 @@ from typing import Any
 import yaml
 
 from clusterforge.errors import InventoryError
+from clusterforge.pki.certificates import write_file_atomically
 from clusterforge.pki.hashing import reuse_or_hash
-from clusterforge.pki.pki import write_file_atomically
 from clusterforge.pki.security_config import (
     AuthFailureLimit,
     InternalUser,

@@ -7,7 +7,7 @@ certificates on purpose:
 - serverAuth only, and an OU of their own (``<OU> <purpose>``): ``plugins.security.nodes_dn``
   is a pattern over the nodes' subject fields, and a proxy's key must never pass as a node;
 - they live in ``<pki dir>/hosts/``, out of reach of the nodes' retirement
-  (:func:`clusterforge.pki.pki.retire_node_certificates` reads the top directory only).
+  (:func:`clusterforge.pki.ca_rotation.retire_node_certificates` reads the top directory only).
 
 A user who brings a certificate of their own for a host (a public CA's for a public name,
 or their own CA's) gives its chain and key files; they are checked (the key matches, the
@@ -28,16 +28,16 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.ca_rotation import write_ca_bundle
+from clusterforge.pki.certificates import (
     CA_CERT_FILE,
     PkiError,
     SubjectFields,
     certificate_expiry,
-    ensure_server_certificate,
-    load_or_create_ca,
     split_alt_names,
-    write_ca_bundle,
 )
+from clusterforge.pki.issuing import ensure_server_certificate
 from clusterforge.plan.artifacts import directory_lock
 from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX, ca_passphrase, resolve_pki_dir
 from clusterforge.plan.model import Cluster

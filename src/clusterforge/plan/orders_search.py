@@ -377,7 +377,7 @@ def plan_for_cluster(
     (plugins/action/clusterforge_service_settings.py) both decide through here, so a
     service deployed alone with playbooks/services.yml gets what site.yml planned.
     """
-    from clusterforge.pki.pki import CA_BUNDLE_FILE
+    from clusterforge.pki.ca_rotation import CA_BUNDLE_FILE
     from clusterforge.plan.cluster_pki import resolve_pki_dir
 
     if cluster is None:

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clusterforge.errors import ArtifactError, ClusterforgeError, InventoryError
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.certificates import (
     CA_CERT_FILE,
     CA_KEY_FILE,
     CA_PASSPHRASE_ENV,
     PkiError,
     SubjectFields,
-    load_or_create_ca,
 )
 from clusterforge.pki.published_secrets import published_secret_findings
 from clusterforge.plan import services_plan
