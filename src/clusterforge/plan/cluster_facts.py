@@ -10,7 +10,8 @@ import dataclasses
 from typing import Any
 
 from clusterforge.plan.cluster_pki import ClusterPki
-from clusterforge.plan.model import Cluster, heap_megabytes
+from clusterforge.plan.model import Cluster
+from clusterforge.plan.model_checks import heap_megabytes
 from clusterforge.plan.render import (
     ADMIN_CERT_FILE,
     NODE_CA_FILE,

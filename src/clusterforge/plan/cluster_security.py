@@ -42,7 +42,8 @@ from clusterforge.pki.security_config import (
     security_config_digest,
 )
 from clusterforge.plan.cluster_pki import ClusterPki
-from clusterforge.plan.model import PREDEFINED_USER_NAMES, Cluster, plain_data
+from clusterforge.plan.model import Cluster, plain_data
+from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
 from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch, security_additions
 
 HASH_STATE_FILE = "internal_users.hashes.json"

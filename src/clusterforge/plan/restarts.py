@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.plan.model import Cluster, Node, heap_megabytes
+from clusterforge.plan.model import Cluster, Node
+from clusterforge.plan.model_checks import heap_megabytes
 from clusterforge.plan.rollout import Operation, Topology, TopologyNode, plan_batches
 
 

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import Cluster, report_unknown_keys
+from clusterforge.plan.model import Cluster
+from clusterforge.plan.model_checks import report_unknown_keys
 
 REPOSITORY_VARIABLE = "opensearch_snapshot_repository"
 POLICY_VARIABLE = "opensearch_snapshot_policy"
