@@ -25,11 +25,15 @@ from clusterforge.plan.model_checks import (
     SECURED_MODES,
     Problems,
     check_cluster_values,
+    check_cors,
+    check_extra_settings,
     check_heap,
     check_host_values,
     check_jvm_options,
+    check_manager_count,
     check_passwords,
     check_plugin_fields,
+    check_state_dir,
     check_tls,
     check_topology,
     check_uniqueness,
@@ -48,20 +52,6 @@ KNOWN_NODE_ROLES = frozenset(
     {"cluster_manager", "master", "data", "ingest", "remote_cluster_client", "search", "ml"}
 )
 
-# Settings the model owns; opensearch_extra_settings may not set them behind its back.
-MANAGED_SETTING_PREFIXES = (
-    "cluster.name",
-    "node.",
-    "network.",
-    "http.port",
-    "transport.port",
-    "discovery.",
-    "cluster.initial_",
-    "path.",
-    "http.cors.",
-    "plugins.security.",
-    "cluster.routing.allocation.awareness.",
-)
 
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -385,34 +375,15 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
             "give them different ports (default 9200 and 9300)"
         )
     extra_settings = value("opensearch_extra_settings") or {}
-    for key in sorted(extra_settings):
-        if str(key).startswith(MANAGED_SETTING_PREFIXES):
-            problems.error(
-                f"opensearch_extra_settings sets {key!r}, which clusterforge manages; "
-                "remove it and set the matching opensearch_* variable instead"
-            )
+    check_extra_settings(extra_settings, problems)
     cors_enabled = bool(value("opensearch_cors_enabled"))
     cors_allow_origin = str(value("opensearch_cors_allow_origin"))
     cors_allow_credentials = bool(value("opensearch_cors_allow_credentials"))
-    if cors_enabled and cors_allow_credentials and cors_allow_origin.strip() == "*":
-        problems.error(
-            "opensearch_cors_allow_origin is '*' while opensearch_cors_allow_credentials is "
-            "true: any web page could use a signed-in browser's credentials; set "
-            "opensearch_cors_allow_origin to the console's origin, e.g. "
-            "https://console.example.internal, or set opensearch_cors_allow_credentials: false"
-        )
+    check_cors(cors_enabled, cors_allow_origin, cors_allow_credentials, problems)
 
     tls_protocols, tls_ciphers = check_tls(value, problems)
     state_dir = str(value("opensearch_state_dir")).rstrip("/")
-    for owned in ("opensearch_data_path", "opensearch_log_path", "opensearch_repo_path"):
-        # The service user owns those trees: a marker there is one it could forge.
-        path = str(value(owned)).rstrip("/")
-        if state_dir == path or state_dir.startswith(path + "/"):
-            problems.error(
-                f"opensearch_state_dir {state_dir} is inside {owned} ({path}), which the "
-                "service user owns; set it to a root-only path, e.g. "
-                "/var/lib/clusterforge/opensearch"
-            )
+    check_state_dir(state_dir, value, problems)
     security = _build_security(value, problems)
     check_users(value("opensearch_security_users") or [], problems)
     check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
@@ -438,24 +409,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
             "every host of the group 'opensearch' has opensearch_node_state: absent; keep at "
             "least one node present (remove a whole cluster by stopping its hosts instead)"
         )
-    eligible = [node for node in nodes if node.cluster_manager_eligible]
-    if nodes and not eligible and not roles_bad:
-        problems.error(
-            "no node is cluster-manager-eligible; add cluster_manager to "
-            "opensearch_node_roles of one or three nodes"
-        )
-    elif len(eligible) == 2 and not roles_bad and not unbuilt:
-        problems.error(
-            f"exactly two cluster-manager-eligible nodes ({eligible[0].inventory_name}, "
-            f"{eligible[1].inventory_name}): the cluster survives the loss of neither; add "
-            "cluster_manager to opensearch_node_roles of a third node, or make one of them "
-            "data-only (opensearch_node_roles: [data, ingest])"
-        )
-    elif len(eligible) % 2 == 0 and eligible:
-        problems.warn(
-            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
-            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
-        )
+    check_manager_count(nodes, roles_bad=roles_bad, unbuilt=unbuilt, problems=problems)
 
     zone_forced = bool(value("opensearch_zone_forced"))
     rolling_batch = str(value("opensearch_rolling_batch"))

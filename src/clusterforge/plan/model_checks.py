@@ -17,6 +17,21 @@ from clusterforge.schema import check_value, load_schema
 if TYPE_CHECKING:
     from clusterforge.plan.model import Node
 
+# Settings the model owns; opensearch_extra_settings may not set them behind its back.
+MANAGED_SETTING_PREFIXES = (
+    "cluster.name",
+    "node.",
+    "network.",
+    "http.port",
+    "transport.port",
+    "discovery.",
+    "cluster.initial_",
+    "path.",
+    "http.cors.",
+    "plugins.security.",
+    "cluster.routing.allocation.awareness.",
+)
+
 # Above ~32 GiB the JVM loses compressed object pointers and a bigger heap holds less.
 MAX_HEAP_MB = 31 * 1024
 
@@ -419,3 +434,61 @@ def check_plugin_fields(where: str, entry: Mapping[str, Any], problems: Problems
         isinstance(url, str) and re.match(r"^(https?|file)://\S+$", url)
     ):
         problems.error(f"{where}.url {url!r} is not an http(s):// or file:// URL; fix it")
+
+
+def check_extra_settings(extra_settings: Mapping[str, Any], problems: Problems) -> None:
+    """opensearch_extra_settings may not set what the model manages behind its back."""
+    for key in sorted(extra_settings):
+        if str(key).startswith(MANAGED_SETTING_PREFIXES):
+            problems.error(
+                f"opensearch_extra_settings sets {key!r}, which clusterforge manages; "
+                "remove it and set the matching opensearch_* variable instead"
+            )
+
+
+def check_cors(
+    enabled: bool, allow_origin: str, allow_credentials: bool, problems: Problems
+) -> None:
+    if enabled and allow_credentials and allow_origin.strip() == "*":
+        problems.error(
+            "opensearch_cors_allow_origin is '*' while opensearch_cors_allow_credentials is "
+            "true: any web page could use a signed-in browser's credentials; set "
+            "opensearch_cors_allow_origin to the console's origin, e.g. "
+            "https://console.example.internal, or set opensearch_cors_allow_credentials: false"
+        )
+
+
+def check_state_dir(state_dir: str, value: Callable[[str], Any], problems: Problems) -> None:
+    for owned in ("opensearch_data_path", "opensearch_log_path", "opensearch_repo_path"):
+        # The service user owns those trees: a marker there is one it could forge.
+        path = str(value(owned)).rstrip("/")
+        if state_dir == path or state_dir.startswith(path + "/"):
+            problems.error(
+                f"opensearch_state_dir {state_dir} is inside {owned} ({path}), which the "
+                "service user owns; set it to a root-only path, e.g. "
+                "/var/lib/clusterforge/opensearch"
+            )
+
+
+def check_manager_count(
+    nodes: Sequence[Node], *, roles_bad: bool, unbuilt: bool, problems: Problems
+) -> None:
+    """One or three (an odd number of) cluster-manager-eligible nodes; never two."""
+    eligible = [node for node in nodes if node.cluster_manager_eligible]
+    if nodes and not eligible and not roles_bad:
+        problems.error(
+            "no node is cluster-manager-eligible; add cluster_manager to "
+            "opensearch_node_roles of one or three nodes"
+        )
+    elif len(eligible) == 2 and not roles_bad and not unbuilt:
+        problems.error(
+            f"exactly two cluster-manager-eligible nodes ({eligible[0].inventory_name}, "
+            f"{eligible[1].inventory_name}): the cluster survives the loss of neither; add "
+            "cluster_manager to opensearch_node_roles of a third node, or make one of them "
+            "data-only (opensearch_node_roles: [data, ingest])"
+        )
+    elif len(eligible) % 2 == 0 and eligible:
+        problems.warn(
+            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
+            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
+        )

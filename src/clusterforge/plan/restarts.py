@@ -55,15 +55,7 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
     A heap above half of a host's memory is refused here, before any host changes (the
     other half is the engine's file cache), so the engine play needs no gathered facts.
     """
-    heap = heap_megabytes(cluster.heap_size)
-    too_small = [
-        f"opensearch_heap_size {cluster.heap_size} needs {heap} MB, more than half of "
-        f"{name}'s {int(memory)} MB; set opensearch_heap_size to {int(memory) // 2}m or less"
-        for name, seen in sorted(observed.items())
-        if (memory := (seen or {}).get("memory_megabytes")) and heap * 2 > int(memory)
-    ]
-    if too_small:
-        raise InventoryError(too_small)
+    _refuse_heap_over_half_of_memory(cluster, observed)
     problems = []
     nodes: dict[str, Any] = {}
     manager_names = set()
@@ -132,6 +124,20 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         "scale_in": scale_in,
         "nodes": nodes,
     }
+
+
+def _refuse_heap_over_half_of_memory(
+    cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]
+) -> None:
+    heap = heap_megabytes(cluster.heap_size)
+    too_small = [
+        f"opensearch_heap_size {cluster.heap_size} needs {heap} MB, more than half of "
+        f"{name}'s {int(memory)} MB; set opensearch_heap_size to {int(memory) // 2}m or less"
+        for name, seen in sorted(observed.items())
+        if (memory := (seen or {}).get("memory_megabytes")) and heap * 2 > int(memory)
+    ]
+    if too_small:
+        raise InventoryError(too_small)
 
 
 def with_config_restarts(
