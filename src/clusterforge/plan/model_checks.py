@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusterforge.pki.security_config import PREDEFINED_USERS
-from clusterforge.plan.rollout import cluster_managers_down_budget
 from clusterforge.schema import check_value, load_schema
-
-if TYPE_CHECKING:
-    from clusterforge.plan.model import Node
 
 # Settings the model owns; opensearch_extra_settings may not set them behind its back.
 MANAGED_SETTING_PREFIXES = (
@@ -241,86 +237,6 @@ def seconds(duration: str) -> int:
     return max(1, int(int(match.group(1)) * _DURATION_SECONDS[match.group(2)]))
 
 
-def hosts_named(nodes: Sequence[Node], most: int = 8) -> str:
-    """Hosts for a message: a 60-node inventory names a few and counts the rest."""
-    names = [node.inventory_name for node in nodes]
-    shown = ", ".join(names[:most])
-    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
-
-
-def check_topology(
-    nodes: Sequence[Node], *, zone_forced: bool, rolling_batch: str, problems: Problems
-) -> None:
-    """Zones on every present node or none, forced awareness only over zones that can
-    hold copies, cluster managers that survive the loss of any one of three or more
-    zones, and zone batches only where there are zones to batch by (docs/zones.md)."""
-    zoned = [node for node in nodes if node.zone]
-    unzoned = [node for node in nodes if not node.zone]
-    if zoned and unzoned:
-        problems.error(
-            f"opensearch_zone is set on {len(zoned)} of {len(nodes)} nodes; "
-            f"{hosts_named(unzoned)} have none: the engine would place copies by zone among "
-            "some nodes only; set opensearch_zone on every node of the group 'opensearch' "
-            "(e.g. in group_vars of a group per zone), or on none"
-        )
-    zones: dict[str, list[Node]] = {}
-    for node in zoned:
-        zones.setdefault(str(node.zone), []).append(node)
-    if zone_forced and not zones:
-        problems.error(
-            "opensearch_zone_forced is true but no node has opensearch_zone; set "
-            "opensearch_zone on every node, or set opensearch_zone_forced: false"
-        )
-    for zone, members in sorted(zones.items()):
-        if zone_forced and not any("data" in node.roles for node in members):
-            problems.error(
-                f"opensearch_zone_forced is true and zone {zone!r} ({hosts_named(members)}) holds "
-                "no data node: its share of the copies could never be assigned and the "
-                "cluster would stay yellow; add a data node to that zone, move its nodes "
-                "into another zone, or set opensearch_zone_forced: false"
-            )
-    eligible = [node for node in nodes if node.cluster_manager_eligible]
-    budget = cluster_managers_down_budget(len(eligible))
-    if len(zones) >= 3 and eligible:
-        for zone, members in sorted(zones.items()):
-            managers = [node for node in members if node.cluster_manager_eligible]
-            if len(managers) > budget:
-                problems.error(
-                    f"zone {zone!r} holds {len(managers)} of the {len(eligible)} "
-                    "cluster-manager-eligible nodes: with that zone down the rest cannot "
-                    "elect a cluster manager; spread them across the zones, e.g. one "
-                    "dedicated cluster manager (opensearch_node_roles: [cluster_manager]) "
-                    f"in each of three of the {len(zones)} zones"
-                )
-    if rolling_batch == "zone" and len(zones) < 2:
-        where = f"the one zone {next(iter(zones))!r}" if zones else "no zone"
-        problems.error(
-            f"opensearch_rolling_batch is zone but the nodes have {where}: a zone batch "
-            "would take every data node down at once; give the nodes two or more zones "
-            "(opensearch_zone), or set opensearch_rolling_batch: node"
-        )
-
-
-def check_uniqueness(nodes: Sequence[Node], problems: Problems) -> None:
-    by_name: dict[str, list[str]] = {}
-    by_address: dict[str, list[str]] = {}
-    for node in nodes:
-        by_name.setdefault(node.name, []).append(node.inventory_name)
-        by_address.setdefault(node.publish_host, []).append(node.inventory_name)
-    for name, hosts in by_name.items():
-        if len(hosts) > 1:
-            problems.error(
-                f"node name {name!r} is used by {', '.join(hosts)}; node names must be unique: "
-                "set opensearch_node_name per host"
-            )
-    for address, hosts in by_address.items():
-        if len(hosts) > 1:
-            problems.error(
-                f"address {address} is published by {', '.join(hosts)}; each node needs its "
-                "own address: set ansible_host or opensearch_publish_host per host"
-            )
-
-
 USER_KEYS = ("name", "password", "backend_roles", "description")
 
 
@@ -468,27 +384,3 @@ def check_state_dir(state_dir: str, value: Callable[[str], Any], problems: Probl
                 "service user owns; set it to a root-only path, e.g. "
                 "/var/lib/clusterforge/opensearch"
             )
-
-
-def check_manager_count(
-    nodes: Sequence[Node], *, roles_bad: bool, unbuilt: bool, problems: Problems
-) -> None:
-    """One or three (an odd number of) cluster-manager-eligible nodes; never two."""
-    eligible = [node for node in nodes if node.cluster_manager_eligible]
-    if nodes and not eligible and not roles_bad:
-        problems.error(
-            "no node is cluster-manager-eligible; add cluster_manager to "
-            "opensearch_node_roles of one or three nodes"
-        )
-    elif len(eligible) == 2 and not roles_bad and not unbuilt:
-        problems.error(
-            f"exactly two cluster-manager-eligible nodes ({eligible[0].inventory_name}, "
-            f"{eligible[1].inventory_name}): the cluster survives the loss of neither; add "
-            "cluster_manager to opensearch_node_roles of a third node, or make one of them "
-            "data-only (opensearch_node_roles: [data, ingest])"
-        )
-    elif len(eligible) % 2 == 0 and eligible:
-        problems.warn(
-            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
-            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
-        )
