@@ -76,6 +76,8 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
             "active": active,
             "running_version": running_version,
             "upgrade": bool(active and running_version and running_version != cluster.version),
+            # Without a look at the node, a changed opensearch.yml restarts it.
+            "change_records": change_records(node.inventory_name, [CONFIG_FILE]),
         }
     if problems:
         raise DowngradeRefusedError("\n".join(problems))
@@ -160,13 +162,42 @@ def with_config_restarts(
         "nodes": {
             host: {
                 **entry,
-                "config_restart": settings_needing_restart(
-                    (observed.get(host) or {}).get("opensearch_yml"),
-                    nodes[host]["files"][config_name],
+                "config_restart": (
+                    config_restart := settings_needing_restart(
+                        (observed.get(host) or {}).get("opensearch_yml"),
+                        nodes[host]["files"][config_name],
+                    )
                 ),
+                "change_records": change_records(host, config_restart),
             }
             for host, entry in rollout["nodes"].items()
         },
+    }
+
+
+CONFIG_FILE = "opensearch.yml"
+
+
+def change_records(host: str, config_restart: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What roles/opensearch records (``__clusterforge_changes``) when it changes one of the
+    node's files, by the file's name in ``nodes[host].files`` (the first start's
+    opensearch.yml is recorded as opensearch.yml): the reason :func:`restart_reasons`
+    gives, and whether it restarts a running node. opensearch.yml restarts it only for
+    the settings in ``config_restart`` (:func:`settings_needing_restart`); the heap and
+    the unit always do."""
+    detail = (
+        f" ({', '.join(config_restart)})"
+        if config_restart
+        else " (start-only settings: no restart)"
+    )
+    return {
+        CONFIG_FILE: {
+            "host": host,
+            "reason": f"{CONFIG_FILE}{detail}",
+            "restart": bool(config_restart),
+        },
+        "heap.options": {"host": host, "reason": "heap.options", "restart": True},
+        "opensearch.service": {"host": host, "reason": "opensearch.service", "restart": True},
     }
 
 
