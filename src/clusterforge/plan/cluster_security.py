@@ -181,7 +181,7 @@ def plan_security_files(
         users.append(additions["user"])
         roles = additions["roles"]
         role_mappings = additions["role_mappings"]
-    return render_cluster_security(
+    rendered = render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
         users=users,
@@ -191,6 +191,24 @@ def plan_security_files(
         audit_failed_logins=cluster.audit_failed_logins if cluster else False,
         auth_failure_limit=cluster.auth_failure_limit if cluster else None,
     )
+    return {**rendered, "api_users": api_users(rendered["files"]["internal_users.yml"])}
+
+
+# What basic mode's REST API call sets of a user (PUT .../internalusers/<name>).
+API_USER_FIELDS = ("hash", "backend_roles", "attributes", "description")
+
+
+def api_users(internal_users: str) -> dict[str, dict[str, Any]]:
+    """The users basic mode puts through the REST API (roles/opensearch_security,
+    tasks/basic.yml): every user of ``internal_users`` but the reserved ones, which the
+    API cannot change, each with the fields the call sets. Basic mode has no HTTP TLS, so
+    securityadmin cannot load the file there after the first start."""
+    document = yaml.safe_load(internal_users) or {}
+    return {
+        str(name): {field: entry.get(field) for field in API_USER_FIELDS}
+        for name, entry in document.items()
+        if name != "_meta" and isinstance(entry, Mapping) and not entry.get("reserved")
+    }
 
 
 def check_orders_user(users: Sequence[Any], orders_search: OrdersSearch) -> None:
