@@ -135,6 +135,8 @@ security:
   description:
     - The security plugin's rendered files and their digests, or nothing when
       O(security_files=false).
+    - C(api_users), the internal users basic mode puts through the REST API (every one
+      but the reserved), with the fields the call sets.
   returned: success
   type: dict
 rollout:
@@ -143,7 +145,11 @@ rollout:
     - With O(observed), C(nodes[host].config_restart) too - the opensearch.yml settings
       whose change needs a restart of the running node (none when only start-only
       settings such as C(discovery.seed_hosts) change; C([opensearch.yml]) when the node
-      had no file). roles/opensearch reads it when it places a changed opensearch.yml.
+      had no file).
+    - C(nodes[host].change_records) - per file of the node (C(opensearch.yml),
+      C(heap.options), C(opensearch.service)), the record roles/opensearch adds to the
+      run's changes when it changes that file (its reason, and whether it restarts a
+      running node).
     - With O(changes), also C(restarts) (per node, its reasons; only the nodes that
       restart) and C(restart_batches) (the zone-mode batches that restart, empty in node
       mode).
