@@ -49,6 +49,16 @@ options:
         removal and the groups are decided again, from O(observed); the rest of that plan
         is kept.
     type: dict
+  restore:
+    description:
+      - With O(planned), the restore's inputs - C(snapshot), the snapshot's name;
+        C(snapshot_indices), the indices the cluster reports it holds; C(requested), the
+        indices asked for (C(restore_indices), comma-separated or a list; empty, every
+        index but the security plugin's own).
+      - O(planned) comes back with C(snapshots.restore.indices), the indices the restore
+        touches (C(clusterforge.plan.plan.with_restore)), or the run fails naming each
+        index the snapshot does not hold.
+    type: dict
   changes:
     description:
       - The changes every host recorded this run, as C({host, reason, restart}) items

@@ -65,6 +65,7 @@ from clusterforge.plan.plugins import fetch_artifacts
 from clusterforge.plan.removal import plan_groups, plan_removal
 from clusterforge.plan.render import ADMIN_CERT_FILE, NODE_CA_FILE, NODE_CERT_FILE
 from clusterforge.plan.restarts import plan_rollout, restart_decision, with_config_restarts
+from clusterforge.plan.snapshots import plan_restore
 from clusterforge.plan.validation import validate_inventory
 
 # The top-level sections of a plan (build_plan's keys): what with_observed keeps of a
@@ -228,6 +229,22 @@ def with_restarts(
         # A registered result also carries Ansible's own keys (changed, failed, ...).
         **{section: plan[section] for section in PLAN_SECTIONS if section in plan},
         "rollout": restart_decision(plan, changes, hosts),
+    }
+
+
+def with_restore(
+    plan: Mapping[str, Any], snapshot: str, snapshot_indices: Sequence[str], requested: Any
+) -> dict[str, Any]:
+    """``plan`` with the restore's decision in ``snapshots.restore`` (which indices, the
+    unknown ones refused: :func:`clusterforge.plan.snapshots.plan_restore`); everything
+    else is kept as it was planned. playbooks/restore.yml asks once it has read the
+    snapshot's indices."""
+    return {
+        **{section: plan[section] for section in PLAN_SECTIONS if section in plan},
+        "snapshots": {
+            **(plan.get("snapshots") or {}),
+            "restore": plan_restore(snapshot, snapshot_indices, requested),
+        },
     }
 
 
