@@ -21,16 +21,15 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
+from clusterforge.plan.alert_rules import alert_names, parse_watermark
 from clusterforge.plan.alerting import (
     NULL_RECEIVER,
     RULES_FILE_NAME,
     Alerting,
-    alert_names,
     alert_rules,
     alertmanager_config,
     alertmanager_secret_files,
     build_alerting,
-    parse_watermark,
 )
 
 
@@ -726,3 +725,16 @@ def test_the_secret_files_hold_the_secrets_and_the_config_names_them(tmp_path: P
     )
     assert mail["email_configs"][0]["auth_password_file"] == "/etc/am/mail.smtp-password"
     assert alerting.secret_variables == ("vault_ops_token", "vault_smtp_password")
+
+
+def test_every_runbook_names_commands_that_exist() -> None:
+    root = Path(__file__).resolve().parents[1]
+    rules = yaml.safe_load(alert_rules(build_alerting({}), 3))["groups"][0]["rules"]
+    for rule in rules:
+        runbook = rule["annotations"]["runbook"]
+        named = re.findall(r"(playbooks/[\w-]+\.yml|scripts/\w+|docs/[\w-]+\.md)", runbook)
+        assert named, f"{rule['alert']}'s runbook names no clusterforge command"
+        for path in named:
+            assert (root / path).is_file(), (
+                f"{rule['alert']}'s runbook names {path}, which is missing"
+            )

@@ -17,23 +17,26 @@ import pytest
 import yaml
 from cryptography import x509
 
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.ca_rotation import (
     CA_BUNDLE_FILE,
-    CA_CERT_FILE,
-    CA_KEY_FILE,
     CaRotationOrderError,
-    PkiError,
-    SubjectFields,
     ca_rotation_state,
-    ensure_node_certificate,
-    load_certificate,
-    load_or_create_ca,
     rotate_ca,
 )
+from clusterforge.pki.certificates import (
+    CA_CERT_FILE,
+    CA_KEY_FILE,
+    PkiError,
+    SubjectFields,
+    load_certificate,
+)
+from clusterforge.pki.issuing import ensure_node_certificate
 from clusterforge.plan.cluster_pki import ensure_cluster_pki, rotate_cluster_ca
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import build_plan, plan_rollout, restart_reasons
+from clusterforge.plan.plan import build_plan
 from clusterforge.plan.render import HOT_RELOAD_SETTING
+from clusterforge.plan.restarts import plan_rollout, restart_reasons
 
 PASSPHRASE = "unit-test-passphrase"
 PASSWORDS = {

@@ -4,6 +4,10 @@ answers ``rollout.nodes[host].config_restart``; roles/opensearch asks nothing af
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +15,8 @@ from typing import Any
 import pytest
 from ansible.plugins.action import ActionBase
 
-from clusterforge.plan.plan import build_plan, settings_needing_restart, with_observed
+from clusterforge.plan.plan import build_plan, with_observed
+from clusterforge.plan.restarts import restart_reasons, settings_needing_restart
 from collection_plugins import load_action_using_api
 from test_scale import open_nodes, tls_nodes
 
@@ -134,3 +139,88 @@ def test_before_the_cluster_formed_the_first_start_file_is_compared() -> None:
     observed["os-1"] = {"active": False, "formed": False, "opensearch_yml": None}
     rollout = with_observed(planned, nodes, observed)["rollout"]
     assert rollout["nodes"]["os-1"]["config_restart"] == ["opensearch.yml"]
+
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+def recorded_by_the_role(
+    tmp_path: Path, plan: dict[str, Any], host: str, changed_paths: list[str]
+) -> list[dict[str, Any]]:
+    """What roles/opensearch's record_changes.yml adds to __clusterforge_changes, run by
+    ansible-playbook on localhost (no connection) with the plan and the paths the files
+    module reported changed."""
+    variables = {
+        "__clusterforge_plan": plan,
+        "__opensearch_placed": {"changed_paths": changed_paths},
+    }
+    (tmp_path / "play.yml").write_text(
+        textwrap.dedent(
+            """\
+            - hosts: localhost
+              gather_facts: false
+              vars_files: [vars.json]
+              tasks:
+                - ansible.builtin.include_role:
+                    name: clusterforge.stack.opensearch
+                    tasks_from: record_changes
+                - ansible.builtin.copy:
+                    dest: "{{ playbook_dir }}/recorded.json"
+                    content: "{{ {'changes': __clusterforge_changes,
+                                  'unit': __opensearch_unit_changed} | to_json }}"
+            """
+        )
+    )
+    # The plan's node is named like the play's host: localhost stands in for it.
+    plan["rollout"]["nodes"]["localhost"] = plan["rollout"]["nodes"][host]
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    completed = subprocess.run(
+        [
+            str(ANSIBLE_PLAYBOOK),
+            *("-i", "localhost,", "-c", "local"),
+            *("-e", f"ansible_python_interpreter={sys.executable}"),
+            str(tmp_path / "play.yml"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    recorded = json.loads((tmp_path / "recorded.json").read_text())
+    return [*recorded["changes"], {"unit_changed": recorded["unit"]}]
+
+
+def test_the_role_records_what_the_plan_decided_for_each_changed_file(tmp_path: Path) -> None:
+    nodes = open_nodes(3)
+    three = build_plan(nodes, fetch=False)
+    # os-1's file differs in seed hosts alone (a node added elsewhere), os-2's in a setting
+    # read at runtime: the plan decides, per node, what a changed opensearch.yml means.
+    seed_only = three["nodes"]["os-1"]["files"]["opensearch.yml"].replace(
+        "discovery.seed_hosts:", "discovery.seed_hosts:\n- 127.0.0.99:9300", 1
+    )
+    observed = {
+        "os-1": formed(seed_only),
+        "os-2": formed("cluster.name: another\n"),
+        "os-3": formed(three["nodes"]["os-3"]["files"]["opensearch.yml"]),
+    }
+    plan = with_observed(three, nodes, observed)
+    records = plan["rollout"]["nodes"]["os-1"]["change_records"]
+    assert records["opensearch.yml"] == {
+        "host": "os-1",
+        "reason": "opensearch.yml (start-only settings: no restart)",
+        "restart": False,
+    }
+    assert plan["rollout"]["nodes"]["os-2"]["change_records"]["opensearch.yml"]["restart"]
+    config_dir = plan["cluster"]["config_dir"]
+    changed = [f"{config_dir}/opensearch.yml", "/etc/systemd/system/opensearch.service"]
+    assert recorded_by_the_role(tmp_path, plan, "os-1", changed) == [
+        records["opensearch.yml"],
+        records["opensearch.service"],
+        {"unit_changed": True},
+    ]
+    assert restart_reasons(plan, "os-1", [records["opensearch.yml"]]) == []
+    assert recorded_by_the_role(tmp_path, plan, "os-2", [f"{config_dir}/jvm.options.d/x"]) == [
+        {"unit_changed": False}
+    ]

@@ -24,7 +24,7 @@ from clusterforge.lab.cluster import (
     node_facts,
 )
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import plan_rollout
+from clusterforge.plan.restarts import plan_rollout
 
 
 def nodes(count: int) -> list[LabNode]:

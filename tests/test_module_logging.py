@@ -22,12 +22,9 @@ from typing import Any
 
 import pytest
 
-from clusterforge.pki.pki import (
-    SubjectFields,
-    ensure_admin_certificate,
-    ensure_node_certificate,
-    load_or_create_ca,
-)
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.certificates import SubjectFields
+from clusterforge.pki.issuing import ensure_admin_certificate, ensure_node_certificate
 
 MODULES = Path(__file__).resolve().parents[1] / "plugins" / "modules"
 USER = "root" if os.geteuid() == 0 else Path.home().owner()

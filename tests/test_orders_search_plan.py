@@ -32,9 +32,9 @@ from clusterforge.plan.orders_search import (
 from clusterforge.plan.plan import build_plan, host_files
 from clusterforge.plan.services_plan import (
     DEFAULT_PROJECT_ROOT,
-    load_settings_module,
     plan_services,
     service_hosts_variables,
+    settings_module,
 )
 
 PASSWORDS = {
@@ -219,7 +219,7 @@ def test_the_settings_files_content_has_the_password_and_the_service_accepts_it(
     assert password not in json.dumps(settings.as_dict())
     content = yaml.safe_load(settings.content)
     assert content["orders"]["search"]["password"] == password
-    model = load_settings_module("order_service", checkout=DEFAULT_PROJECT_ROOT)
+    model = settings_module("order_service")
     loaded = model.OrderServiceSettings.model_validate(content)
     assert loaded.orders.search.enabled
     assert loaded.orders.search.ca_file == "/etc/clusterforge-orders/ca-bundle.pem"

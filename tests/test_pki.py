@@ -20,20 +20,19 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.certificates import (
     CA_PASSPHRASE_ENV,
     CertificateAuthority,
     IssuedCertificate,
     PkiError,
     SubjectFields,
     certificate_expiry,
-    ensure_admin_certificate,
-    ensure_node_certificate,
     load_certificate,
-    load_or_create_ca,
     split_alt_names,
     subject_dn,
 )
+from clusterforge.pki.issuing import ensure_admin_certificate, ensure_node_certificate
 
 REPO = Path(__file__).resolve().parents[1]
 PASSPHRASE = b"correct horse battery staple"

@@ -16,14 +16,10 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from clusterforge.lab.cluster import Lab, LabNode
-from clusterforge.pki.pki import (
-    CA_RETIRED_DIR,
-    SubjectFields,
-    ensure_node_certificate,
-    load_certificate,
-    load_or_create_ca,
-    retire_node_certificates,
-)
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.ca_rotation import CA_RETIRED_DIR, retire_node_certificates
+from clusterforge.pki.certificates import SubjectFields, load_certificate
+from clusterforge.pki.issuing import ensure_node_certificate
 from clusterforge.plan.cluster_pki import ensure_cluster_pki
 from clusterforge.plan.model import build_cluster
 

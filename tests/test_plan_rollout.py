@@ -8,7 +8,7 @@ import pytest
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import (
+from clusterforge.plan.restarts import (
     DowngradeRefusedError,
     memory_megabytes,
     plan_rollout,

@@ -12,9 +12,9 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.hashing import verify_password
-from clusterforge.plan.cluster_security import render_cluster_security
+from clusterforge.plan.cluster_security import SECURITY_FILES_OMITTED, render_cluster_security
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import PLAN_SECTIONS, SECURITY_FILES_OMITTED, build_plan, with_observed
+from clusterforge.plan.plan import PLAN_SECTIONS, build_plan, with_observed
 from nodes_dn_matcher import admits
 
 PASSWORDS = {
@@ -300,3 +300,25 @@ def test_a_plan_without_security_files_says_so_and_keeps_the_rest(tmp_path: Path
     # Everything a rolling restart reads is the same plan.
     for section in ("cluster", "rollout", "nodes"):
         assert lean[section] == full[section]
+
+
+def test_basic_mode_puts_the_users_the_plan_names_every_one_but_the_reserved(
+    tmp_path: Path,
+) -> None:
+    user = {"name": "reader", "password": "Unit-Reader-3f9a", "backend_roles": ["readall"]}
+    plan = build_plan(
+        secured_nodes(tmp_path, mode="basic", opensearch_security_users=[user]), fetch=False
+    )
+    document = yaml.safe_load(plan["security"]["files"]["internal_users.yml"])
+    reserved = {name for name, entry in document.items() if name != "_meta" and entry["reserved"]}
+    assert {"admin", "kibanaserver", "logstash"} <= reserved
+    api_users = plan["security"]["api_users"]
+    assert set(api_users) == set(document) - reserved - {"_meta"}
+    assert "reader" in api_users
+    assert api_users["reader"] == {
+        "hash": document["reader"]["hash"],
+        "backend_roles": ["readall"],
+        "attributes": document["reader"]["attributes"],
+        "description": document["reader"]["description"],
+    }
+    assert verify_password("Unit-Reader-3f9a", api_users["reader"]["hash"])

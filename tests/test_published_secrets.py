@@ -18,7 +18,7 @@ from clusterforge.pki.published_secrets import (
     is_published,
     published_secret_findings,
 )
-from clusterforge.plan.plan import REVIEW_WARNING_SUFFIX, validate_inventory
+from clusterforge.plan.validation import REVIEW_WARNING_SUFFIX, validate_inventory
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
 EXAMPLE_VAULT_PASSWORD = EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"

@@ -380,43 +380,54 @@ def test_variables_of_other_prefixes_are_ignored() -> None:
     assert planned.arguments["port"] == 8081
 
 
-BLOCKED = ("fastapi", "sqlalchemy", "alembic", "uvicorn", "starlette", "psycopg", "httpx")
-
-WITHOUT_THE_SERVICES_RUNTIME = textwrap.dedent(
-    f"""
-    import sys
-
-    class Refuse:
-        # Stands in for a control node without the services' runtime: importing any
-        # of these, or running either service package's __init__, fails.
-        blocked = {BLOCKED!r} + ("clusterforge_userdir", "clusterforge_orders")
-
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in self.blocked:
-                raise ImportError(f"{{name}} is not on this control node")
-            return None
-
-    sys.meta_path.insert(0, Refuse())
-    from clusterforge.errors import InventoryError
-    from clusterforge.plan.services_plan import plan_services
-
-    groups = {{"user_directory": ["a"], "order_service": ["a"]}}
-    on_loopback = {{"tls_proxy_listen_address": "127.0.0.1"}}
-    planned = plan_services(groups, {{"a": on_loopback}})
-    print(sorted(planned["a"]))
-    try:
-        plan_services(groups, {{"a": {{**on_loopback, "order_service_port": 0}}}})
-    except InventoryError as error:
-        print(error.problems[0].split(" ")[0])
-    loaded = [name for name in sys.modules if name.split(".")[0] in Refuse.blocked]
-    print(loaded)
-    """
-)
+# Not httpx: the toolkit itself depends on it (pyproject.toml), and the user directory's
+# package imports its client (httpx) on import.
+BLOCKED = ("fastapi", "sqlalchemy", "alembic", "uvicorn", "starlette", "psycopg")
 
 
-def test_the_plan_needs_neither_fastapi_nor_sqlalchemy_nor_the_service_packages() -> None:
+def _plan_without(blocked: tuple[str, ...]) -> str:
+    """A script that plans both services with the named packages refused on import."""
+    return textwrap.dedent(
+        f"""
+        import sys
+
+        class Refuse:
+            # Stands in for a control node without these packages: importing any of
+            # them fails.
+            blocked = {blocked!r}
+
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in self.blocked:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+                return None
+
+        sys.meta_path.insert(0, Refuse())
+        from clusterforge.errors import ClusterforgeError, InventoryError
+        from clusterforge.plan.services_plan import plan_services
+
+        groups = {{"user_directory": ["a"], "order_service": ["a"]}}
+        on_loopback = {{"tls_proxy_listen_address": "127.0.0.1"}}
+        try:
+            planned = plan_services(groups, {{"a": on_loopback}})
+        except ClusterforgeError as error:
+            print(error)
+            raise SystemExit(3)
+        print(sorted(planned["a"]))
+        try:
+            plan_services(groups, {{"a": {{**on_loopback, "order_service_port": 0}}}})
+        except InventoryError as error:
+            print(error.problems[0].split(" ")[0])
+        loaded = [name for name in sys.modules if name.split(".")[0] in Refuse.blocked]
+        print(loaded)
+        """
+    )
+
+
+def test_the_plan_needs_the_services_settings_but_not_their_web_runtime() -> None:
+    # The settings models are imported as installed packages; their packages import the
+    # web framework only on first use, so a control node needs none of it.
     answer = subprocess.run(
-        [sys.executable, "-c", WITHOUT_THE_SERVICES_RUNTIME],
+        [sys.executable, "-c", _plan_without(BLOCKED)],
         capture_output=True,
         text=True,
         check=False,
@@ -429,6 +440,20 @@ def test_the_plan_needs_neither_fastapi_nor_sqlalchemy_nor_the_service_packages(
         "order_service_port",
         "[]",
     ]
+
+
+def test_without_the_service_packages_the_plan_names_the_pip_install() -> None:
+    answer = subprocess.run(
+        [sys.executable, "-c", _plan_without(("clusterforge_userdir", "clusterforge_orders"))],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=CHECKOUT,
+    )
+    assert answer.returncode == 3, answer.stderr
+    assert "clusterforge_userdir.settings" in answer.stdout
+    assert "pip install --no-deps ./services/userdir ./services/kit" in answer.stdout
 
 
 def test_an_installed_copy_serves_when_there_is_no_checkout() -> None:

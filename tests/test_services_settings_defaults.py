@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clusterforge.plan.services_plan import DEFAULT_PROJECT_ROOT, load_settings_module
+from clusterforge.plan.services_plan import settings_module
 from clusterforge.schema import Variable, load_schema
 
 SCHEMA = load_schema()
@@ -47,7 +47,7 @@ def test_each_service_ties_some_defaults_to_its_settings_model() -> None:
 
 @pytest.mark.parametrize("var", TIED, ids=lambda var: var.name)
 def test_the_schema_default_is_the_settings_models_default(var: Variable) -> None:
-    module = load_settings_module(_service_of(var), checkout=DEFAULT_PROJECT_ROOT)
+    module = settings_module(_service_of(var))
     expected = settings_model_default(module, str(var.settings_default))
     assert var.default == expected, (
         f"{var.name} defaults to {var.default!r} in src/clusterforge/schema.yml, the service's "

@@ -3,14 +3,21 @@ changes when the inventory asks for what the cluster cannot do."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import build_plan
-from clusterforge.plan.snapshots import DIGEST_PREFIX, SM_PLUGINS, plan_snapshots
+from clusterforge.plan.plan import build_plan, with_restore
+from clusterforge.plan.snapshots import DIGEST_PREFIX, SM_PLUGINS, plan_restore, plan_snapshots
+
+REPO = Path(__file__).resolve().parents[1]
 
 POLICY = {"name": "nightly", "cron": "0 2 * * *", "max_age": "14d", "max_count": 30}
 SM_PLUGIN_ENTRIES = [
@@ -170,3 +177,100 @@ def test_a_policy_that_is_not_a_mapping_is_refused_by_the_schema() -> None:
 def test_every_policy_problem_comes_back_together() -> None:
     problems = problems_of(opensearch_snapshot_policy={"cron": "x", "max_count": -1})
     assert len(problems) == 4  # no repository, no SM API, the cron, the count
+
+
+HELD = ["orders", ".opendistro_security", "users"]
+
+
+@pytest.mark.parametrize(
+    ("requested", "indices"),
+    [
+        ("", ["orders", "users"]),  # every index but the security plugin's own
+        (None, ["orders", "users"]),
+        ("users", ["users"]),
+        ("users,orders", ["users", "orders"]),
+        (["orders"], ["orders"]),
+        (".opendistro_security", [".opendistro_security"]),  # asked for by name: restored
+    ],
+)
+def test_the_plan_chooses_the_indices_a_restore_touches(requested: Any, indices: list[str]) -> None:
+    assert plan_restore("nightly-1", HELD, requested) == {"indices": indices}
+
+
+def test_an_index_the_snapshot_lacks_is_refused_naming_those_it_holds() -> None:
+    with pytest.raises(InventoryError) as raised:
+        plan_restore("nightly-1", HELD, "users,missing, orders")
+    assert raised.value.problems == [
+        "Snapshot nightly-1 holds no index missing,  orders; it holds "
+        ".opendistro_security, orders, users."
+    ]
+
+
+def test_with_restore_keeps_the_plan_and_adds_the_decision() -> None:
+    plan = build_plan(nodes(opensearch_snapshot_repository="backups"), fetch=False)
+    decided = with_restore({**plan, "changed": False}, "nightly-1", HELD, "")
+    assert decided["snapshots"] == {
+        **plan["snapshots"],
+        "restore": {"indices": ["orders", "users"]},
+    }
+    assert {key: value for key, value in decided.items() if key != "snapshots"} == {
+        key: value for key, value in plan.items() if key != "snapshots"
+    }
+
+
+def restore_selected(
+    tmp_path: Path, plan: dict[str, Any], requested: Any
+) -> subprocess.CompletedProcess[str]:
+    """roles/opensearch_snapshots' restore_select.yml run by ansible-playbook on localhost
+    (no connection): the plan action, asked with the snapshot's indices as the cluster
+    would report them."""
+    variables = {
+        "__clusterforge_plan": plan,
+        "__opensearch_snapshots_snapshot": {"json": {"snapshots": [{"indices": HELD}]}},
+        "opensearch_snapshots_name": "nightly-1",
+        "opensearch_snapshots_restore_indices": requested,
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    (tmp_path / "play.yml").write_text(
+        textwrap.dedent(
+            """\
+            - hosts: localhost
+              gather_facts: false
+              vars_files: [vars.json]
+              tasks:
+                - ansible.builtin.include_role:
+                    name: clusterforge.stack.opensearch_snapshots
+                    tasks_from: restore_select
+                - ansible.builtin.copy:
+                    dest: "{{ playbook_dir }}/selected.json"
+                    content: "{{ __opensearch_snapshots_restored_indices | to_json }}"
+            """
+        )
+    )
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            *("-i", "localhost,", "-c", "local"),
+            *("-e", f"ansible_python_interpreter={sys.executable}"),
+            str(tmp_path / "play.yml"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_role_restores_what_the_plan_chose_and_stops_on_an_unknown_index(
+    tmp_path: Path,
+) -> None:
+    plan = build_plan(nodes(opensearch_snapshot_repository="backups"), fetch=False)
+    chosen = restore_selected(tmp_path, plan, "")
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    assert json.loads((tmp_path / "selected.json").read_text()) == ["orders", "users"]
+    (tmp_path / "selected.json").unlink()
+    refused = restore_selected(tmp_path, plan, ["users", "missing"])
+    assert refused.returncode != 0
+    assert "Snapshot nightly-1 holds no index missing; it holds" in refused.stdout
+    assert not (tmp_path / "selected.json").exists()

@@ -19,12 +19,9 @@ from typing import Any
 import pytest
 
 from clusterforge.client import ClusterClient
-from clusterforge.pki.pki import (
-    SubjectFields,
-    ensure_node_certificate,
-    load_certificate,
-    load_or_create_ca,
-)
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.certificates import SubjectFields, load_certificate
+from clusterforge.pki.issuing import ensure_node_certificate
 from clusterforge.status import command as status
 from clusterforge.status.probe import served_certificate
 from clusterforge.status.report import (

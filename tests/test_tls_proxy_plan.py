@@ -15,7 +15,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.pki.pki import PkiError, SubjectFields
+from clusterforge.pki.certificates import PkiError, SubjectFields
 from clusterforge.plan.cluster_pki import nodes_dn_pattern
 from clusterforge.plan.host_certificates import (
     HostCertificate,

@@ -1,4 +1,4 @@
-"""clusterforge.plan.plan.validate_inventory: the one check behind the playbooks' first play,
+"""clusterforge.plan.validation.validate_inventory: the one check behind the playbooks' first play,
 build_plan and scripts/render (issue 31, item 5). It writes nothing on the control node."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.pki.pki import CA_PASSPHRASE_ENV
+from clusterforge.pki.certificates import CA_PASSPHRASE_ENV
 from clusterforge.plan.orders_search import generated_password_path
-from clusterforge.plan.plan import REVIEW_WARNING_SUFFIX, build_plan, validate_inventory
+from clusterforge.plan.plan import build_plan
+from clusterforge.plan.validation import REVIEW_WARNING_SUFFIX, validate_inventory
 
 PASSWORDS = {
     "admin": "Check-Admin-2b7d",

@@ -26,9 +26,13 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError
 from clusterforge.inventory.variables import TaskHosts, build_model
-from clusterforge.plan.cluster_pki import ensure_cluster_pki, resolve_pki_dir, rotate_cluster_ca
+from clusterforge.plan.cluster_pki import (
+    ca_passphrase,
+    ensure_cluster_pki,
+    resolve_pki_dir,
+    rotate_cluster_ca,
+)
 from clusterforge.plan.model import plain_data
-from clusterforge.plan.plan import ca_passphrase
 from clusterforge.status.probe import served_certificate
 
 

@@ -31,7 +31,7 @@ Arguments:
   removal: true when the plan removes nodes (``removal.names``), to read the members and
     the replica settings the plan judges a removal by.
 
-Returns ``observed`` in the shape clusterforge.plan.plan.plan_rollout and plan_removal read.
+Returns ``observed`` in the shape clusterforge.plan.restarts.plan_rollout and plan_removal read.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action impo
     ApiActionBase,
 )
 
-from clusterforge.plan.plan import memory_megabytes
+from clusterforge.plan.restarts import memory_megabytes
 
 ROOT_PATH = "/"
 MANAGER_PATH = "/_cat/cluster_manager?format=json"

@@ -25,7 +25,11 @@ Arguments:
     ``{node: reasons}`` for the nodes that restart, and ``rollout.restart_batches``, zone
     mode's batches; clusterforge.plan.plan.with_restarts) and nothing decided again.
   hosts: with ``changes``, the play's hosts: a zone-mode batch keeps only those.
-  validate_only: true checks the whole inventory (clusterforge.plan.plan.validate_inventory)
+  restore: with ``planned``, {snapshot, snapshot_indices, requested} (the snapshot's name
+    and indices as the cluster reports them, and restore_indices): the plan comes back
+    with ``snapshots.restore.indices``, the indices the restore touches
+    (clusterforge.plan.plan.with_restore), or the refusal of an index the snapshot lacks.
+  validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
     any connection; its result holds only ``checked`` and ``model_warnings``.
@@ -50,8 +54,9 @@ from clusterforge.inventory.reader import inventory_read_problem
 from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
 from clusterforge.plan.model import plain_data
 from clusterforge.plan.monitoring import monitoring_hosts_vars
-from clusterforge.plan.plan import build_plan, validate_inventory, with_observed, with_restarts
+from clusterforge.plan.plan import build_plan, with_observed, with_restarts, with_restore
 from clusterforge.plan.services_plan import SERVICES
+from clusterforge.plan.validation import validate_inventory
 
 # Plugins built from this project's folders (source: build) are found relative to the
 # checkout this action belongs to, whichever playbook (site.yml, a molecule verify) runs it.
@@ -68,6 +73,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "planned",
             "changes",
             "hosts",
+            "restore",
             "security_files",
             "validate_only",
         }
@@ -87,6 +93,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     def _plan(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         if "changes" in self._task.args:
             return self._restarts(result)
+        if "restore" in self._task.args:
+            return self._restore(result)
         group = self._task.args.get("group", "opensearch")
         hosts = TaskHosts(task_vars, self._templar.template)
         # The inventory's directory, from any host of the groups planned (a services-only
@@ -143,6 +151,28 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             raise AnsibleActionFail(str(error)) from None
         changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
         result.update(changed=changed, _ansible_no_log=True, **plan)
+        return result
+
+    def _restore(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The restore's indices, added to ``planned``'s snapshots section."""
+        args = self._task.args
+        planned = args.get("planned")
+        restore = args.get("restore")
+        if not planned or not isinstance(restore, Mapping):
+            raise AnsibleActionFail(
+                "restore needs planned (register: __clusterforge_plan) and a mapping "
+                "{snapshot, snapshot_indices, requested}"
+            )
+        try:
+            plan = with_restore(
+                plain_data(planned),
+                str(restore.get("snapshot") or ""),
+                [str(index) for index in restore.get("snapshot_indices") or []],
+                plain_data(restore.get("requested")),
+            )
+        except InventoryError as error:
+            raise AnsibleActionFail("\n".join(error.problems)) from None
+        result.update(changed=False, _ansible_no_log=True, **plan)
         return result
 
     def _restarts(self, result: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ Which nodes restart, and in which batches, is no filter: the plan decides it
 start of playbooks/rolling.yml, so no play asks the library again after planning. Nor
 which changed opensearch.yml settings need a restart: playbooks/plan.yml's look reads the
 node's file and the plan says so in ``rollout.nodes[host].config_restart``
-(clusterforge.plan.plan.with_config_restarts).
+(clusterforge.plan.restarts.with_config_restarts).
 """
 
 from __future__ import annotations

@@ -49,6 +49,16 @@ options:
         removal and the groups are decided again, from O(observed); the rest of that plan
         is kept.
     type: dict
+  restore:
+    description:
+      - With O(planned), the restore's inputs - C(snapshot), the snapshot's name;
+        C(snapshot_indices), the indices the cluster reports it holds; C(requested), the
+        indices asked for (C(restore_indices), comma-separated or a list; empty, every
+        index but the security plugin's own).
+      - O(planned) comes back with C(snapshots.restore.indices), the indices the restore
+        touches (C(clusterforge.plan.plan.with_restore)), or the run fails naming each
+        index the snapshot does not hold.
+    type: dict
   changes:
     description:
       - The changes every host recorded this run, as C({host, reason, restart}) items
@@ -73,8 +83,9 @@ options:
     elements: str
   validate_only:
     description:
-      - Only check the whole inventory (C(clusterforge.plan.plan.validate_inventory)), writing,
-        generating and fetching nothing. The first play of every playbook
+      - Only check the whole inventory
+        (C(clusterforge.plan.validation.validate_inventory)), writing, generating and
+        fetching nothing. The first play of every playbook
         (C(playbooks/check-inventory.yml)) does this before any host is contacted.
     type: bool
     default: false
@@ -134,6 +145,8 @@ security:
   description:
     - The security plugin's rendered files and their digests, or nothing when
       O(security_files=false).
+    - C(api_users), the internal users basic mode puts through the REST API (every one
+      but the reserved), with the fields the call sets.
   returned: success
   type: dict
 rollout:
@@ -142,7 +155,11 @@ rollout:
     - With O(observed), C(nodes[host].config_restart) too - the opensearch.yml settings
       whose change needs a restart of the running node (none when only start-only
       settings such as C(discovery.seed_hosts) change; C([opensearch.yml]) when the node
-      had no file). roles/opensearch reads it when it places a changed opensearch.yml.
+      had no file).
+    - C(nodes[host].change_records) - per file of the node (C(opensearch.yml),
+      C(heap.options), C(opensearch.service)), the record roles/opensearch adds to the
+      run's changes when it changes that file (its reason, and whether it restarts a
+      running node).
     - With O(changes), also C(restarts) (per node, its reasons; only the nodes that
       restart) and C(restart_batches) (the zone-mode batches that restart, empty in node
       mode).

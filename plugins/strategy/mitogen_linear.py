@@ -198,8 +198,8 @@ def cached_scan(scan: Callable[..., Any], versions: Sequence[str]) -> Callable[.
             "stamps": [[path, _stamp(path)] for path in watched],
             "result": [list(item) for item in result],
         }
-        # Not clusterforge.pki.pki.write_file_atomically: this plugin loads in every ansible
-        # run, ad-hoc pings included, and that module imports the cryptography package.
+        # Not clusterforge.pki.certificates.write_file_atomically: this plugin loads in every
+        # ansible run, ad-hoc pings included, and that module imports the cryptography package.
         try:  # the cache only saves time: a directory that cannot be written is no error
             entry_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             with tempfile.NamedTemporaryFile(

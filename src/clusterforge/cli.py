@@ -10,7 +10,7 @@ no private key, no password, no password hash. It also prints the batches a roll
 restart would take (docs/zones.md), for review without any host.
 
 It refuses what the playbooks' first play refuses (both run
-:func:`clusterforge.plan.plan.validate_inventory`), as a review: a secret published in
+:func:`clusterforge.plan.validation.validate_inventory`), as a review: a secret published in
 this repository, or an archive missing on this machine, is a warning saying a playbook
 run would refuse it (docs/inventory-checks.md). What Ansible itself cannot read is said
 with its file and line, and a vault without its password names --vault-password-file.

@@ -13,7 +13,7 @@ behind the vault.
 
 :func:`published_secret_findings` walks every value the plan reads (nested lists and
 mappings included) and names the variable of each one it finds. The deploy turns the
-findings into errors (:func:`clusterforge.plan.plan.validate_inventory`); ``scripts/render``
+findings into errors (:func:`clusterforge.plan.validation.validate_inventory`); ``scripts/render``
 shows them as warnings, so the example itself still renders for review.
 """
 

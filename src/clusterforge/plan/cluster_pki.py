@@ -1,12 +1,12 @@
 """The cluster's certificates, from the model: one CA, a certificate per node, an admin.
 
-Thin on purpose: :mod:`clusterforge.pki.pki` does the cryptography; this module decides
+Thin on purpose: :mod:`clusterforge.pki` does the cryptography; this module decides
 which certificates a cluster needs, with which subjects and names, and reads the DNs
 back for ``plugins.security.nodes_dn`` and ``plugins.security.authcz.admin_dn``.
 
 Nodes and clients trust ``ca-bundle.pem`` (written here on every plan), never ``ca.pem``
 directly: during a CA rotation the bundle holds the old and the new CA (see
-:func:`clusterforge.pki.pki.rotate_ca` and docs/certificates.md).
+:func:`clusterforge.pki.ca_rotation.rotate_ca` and docs/certificates.md).
 """
 
 from __future__ import annotations
@@ -14,29 +14,30 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.ca_rotation import retire_node_certificates, rotate_ca, write_ca_bundle
+from clusterforge.pki.certificates import (
     CA_CERT_FILE,
+    CA_PASSPHRASE_ENV,
     PkiError,
     SubjectFields,
     certificate_expiry,
-    ensure_admin_certificate,
-    ensure_node_certificate,
     issued_by,
     load_certificate,
-    load_or_create_ca,
-    retire_node_certificates,
-    rotate_ca,
-    write_ca_bundle,
 )
+from clusterforge.pki.issuing import ensure_admin_certificate, ensure_node_certificate
 from clusterforge.plan.model import Cluster
 
 CA_COMMON_NAME_SUFFIX = " root CA"
@@ -65,7 +66,7 @@ class ClusterPki:
     generations: dict[str, str] | None = None
     nodes_dn_pattern: str = ""
     # Inventory names whose key and certificate this plan retired: they left the group
-    # opensearch (clusterforge.pki.pki.retire_node_certificates).
+    # opensearch (clusterforge.pki.ca_rotation.retire_node_certificates).
     retired: tuple[str, ...] = ()
     # Keys the record that a kept internal-user hash still matches its password
     # (clusterforge.plan.cluster_security); derived from the CA key, so only whoever can issue
@@ -249,3 +250,12 @@ def rotate_cluster_ca(
         subject=_subject(cluster, f"{cluster.name}{CA_COMMON_NAME_SUFFIX} {stamp}"),
         leaves_signed_by_previous=stale,
     )
+
+
+CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 - a variable name
+
+
+def ca_passphrase(first_host_vars: Mapping[str, Any]) -> bytes | None:
+    """The CA passphrase: the (vaulted) variable, else the environment."""
+    value = first_host_vars.get(CA_PASSPHRASE_VARIABLE) or os.environ.get(CA_PASSPHRASE_ENV)
+    return str(value).encode() if value else None

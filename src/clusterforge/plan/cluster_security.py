@@ -27,8 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from clusterforge.errors import InventoryError
+from clusterforge.pki.certificates import write_file_atomically
 from clusterforge.pki.hashing import reuse_or_hash
-from clusterforge.pki.pki import write_file_atomically
 from clusterforge.pki.security_config import (
     AuthFailureLimit,
     InternalUser,
@@ -38,7 +41,12 @@ from clusterforge.pki.security_config import (
     render_security_files,
     security_config_digest,
 )
-from clusterforge.plan.model import PREDEFINED_USER_NAMES
+from clusterforge.plan.cluster_pki import ClusterPki
+from clusterforge.plan.model import Cluster, plain_data
+from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
+from clusterforge.plan.monitoring import MonitoringUser
+from clusterforge.plan.monitoring import security_additions as monitoring_security_additions
+from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch, security_additions
 
 HASH_STATE_FILE = "internal_users.hashes.json"
 
@@ -136,3 +144,98 @@ def render_cluster_security(
     )
     digests = security_config_digest(files)
     return {"files": files, "digests": digests, "marker": render_digest_marker(digests)}
+
+
+# The security plugin's config directory on a node, relative to the config directory.
+SECURITY_CONFIG_SUBDIR = "opensearch-security"
+
+
+SECURITY_PASSWORDS_VARIABLE = "opensearch_security_passwords"
+
+
+SECURITY_USERS_VARIABLE = "opensearch_security_users"
+
+
+_WITHHELD = "<withheld: a bcrypt hash; the hosts get the real one>"
+
+
+# What ``security`` holds when the caller asked for no security files: a role that reads
+# ``security.files`` from such a plan fails on the missing key instead of placing nothing.
+SECURITY_FILES_OMITTED = {
+    "omitted": "planned with security_files false: this playbook places no security files"
+}
+
+
+def plan_security_files(
+    first_host_vars: Mapping[str, Any],
+    pki: ClusterPki | None,
+    orders_search: OrdersSearch | None = None,
+    cluster: Cluster | None = None,
+    monitoring_user: MonitoringUser | None = None,
+) -> dict[str, Any] | None:
+    if pki is None:
+        return None
+    users = list(plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []))
+    roles: dict[str, Any] = {}
+    role_mappings: dict[str, Any] = {}
+    if orders_search is not None:
+        check_orders_user(users, orders_search)
+        additions = security_additions(orders_search)
+        users.append(additions["user"])
+        roles = additions["roles"]
+        role_mappings = additions["role_mappings"]
+    if monitoring_user is not None:
+        # The monitoring's exporter user (clusterforge.plan.monitoring, docs/monitoring.md).
+        monitoring = monitoring_security_additions(monitoring_user)
+        users.append(monitoring["user"])
+        roles = {**roles, **monitoring["roles"]}
+        role_mappings = {**role_mappings, **monitoring["role_mappings"]}
+    rendered = render_cluster_security(
+        pki_dir=Path(pki.pki_dir),
+        passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
+        users=users,
+        roles=roles,
+        role_mappings=role_mappings,
+        check_key=pki.hash_check_key,
+        audit_failed_logins=cluster.audit_failed_logins if cluster else False,
+        auth_failure_limit=cluster.auth_failure_limit if cluster else None,
+    )
+    return {**rendered, "api_users": api_users(rendered["files"]["internal_users.yml"])}
+
+
+# What basic mode's REST API call sets of a user (PUT .../internalusers/<name>).
+API_USER_FIELDS = ("hash", "backend_roles", "attributes", "description")
+
+
+def api_users(internal_users: str) -> dict[str, dict[str, Any]]:
+    """The users basic mode puts through the REST API (roles/opensearch_security,
+    tasks/basic.yml): every user of ``internal_users`` but the reserved ones, which the
+    API cannot change, each with the fields the call sets. Basic mode has no HTTP TLS, so
+    securityadmin cannot load the file there after the first start."""
+    document = yaml.safe_load(internal_users) or {}
+    return {
+        str(name): {field: entry.get(field) for field in API_USER_FIELDS}
+        for name, entry in document.items()
+        if name != "_meta" and isinstance(entry, Mapping) and not entry.get("reserved")
+    }
+
+
+def check_orders_user(users: Sequence[Any], orders_search: OrdersSearch) -> None:
+    """The order service's user must not take the name of another internal user."""
+    taken = {str(user.get("name")) for user in users if isinstance(user, Mapping)}
+    if orders_search.username in taken | set(PREDEFINED_USER_NAMES):
+        raise InventoryError(
+            [
+                f"{orders_search.username!r} is the order service's user "
+                f"({USERNAME_VARIABLE}) and also a user of opensearch_security_users or a "
+                f"predefined user; set {USERNAME_VARIABLE} to another name"
+            ]
+        )
+
+
+def withhold_hashes(internal_users: str) -> str:
+    document = yaml.safe_load(internal_users) or {}
+    for name, entry in document.items():
+        if name != "_meta" and isinstance(entry, dict) and "hash" in entry:
+            entry["hash"] = _WITHHELD
+    return str(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))

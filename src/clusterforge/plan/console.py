@@ -269,3 +269,19 @@ def plan_consoles(
             "unit": render_console_unit(cluster, console),
         }
     return planned
+
+
+def consoles_unfetched(
+    cluster: Cluster, consoles_vars: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The console hosts' files without their archive (a review does not download it)."""
+    return {
+        console.inventory_name: {
+            "url": console.url,
+            "config_dir": console.config_dir,
+            "config_file": f"{console.config_dir}/{CONFIG_FILE}",
+            "settings": console_settings(cluster, console),
+            "unit": render_console_unit(cluster, console),
+        }
+        for console in build_consoles(consoles_vars)
+    }

@@ -7,7 +7,7 @@ certificates on purpose:
 - serverAuth only, and an OU of their own (``<OU> <purpose>``): ``plugins.security.nodes_dn``
   is a pattern over the nodes' subject fields, and a proxy's key must never pass as a node;
 - they live in ``<pki dir>/hosts/``, out of reach of the nodes' retirement
-  (:func:`clusterforge.pki.pki.retire_node_certificates` reads the top directory only).
+  (:func:`clusterforge.pki.ca_rotation.retire_node_certificates` reads the top directory only).
 
 A user who brings a certificate of their own for a host (a public CA's for a public name,
 or their own CA's) gives its chain and key files; they are checked (the key matches, the
@@ -19,7 +19,6 @@ and write of the PKI directory holds its lock.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,25 +28,23 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from clusterforge.pki.pki import (
+from clusterforge.pki.authority import load_or_create_ca
+from clusterforge.pki.ca_rotation import write_ca_bundle
+from clusterforge.pki.certificates import (
     CA_CERT_FILE,
-    CA_PASSPHRASE_ENV,
     PkiError,
     SubjectFields,
     certificate_expiry,
-    ensure_server_certificate,
-    load_or_create_ca,
     split_alt_names,
-    write_ca_bundle,
 )
+from clusterforge.pki.issuing import ensure_server_certificate
 from clusterforge.plan.artifacts import directory_lock
-from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX, resolve_pki_dir
+from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX, ca_passphrase, resolve_pki_dir
 from clusterforge.plan.model import Cluster
 from clusterforge.schema import load_schema
 
 HOSTS_SUBDIR = "hosts"
 CLUSTER_GROUP = "opensearch"
-CA_PASSPHRASE_VARIABLE = "opensearch_ca_passphrase"  # noqa: S105 (a variable name)
 # What each kind of host certificate serves: its OU suffix and file-name suffix.
 PURPOSES = {
     "tls_proxy": "services-proxy",
@@ -95,11 +92,10 @@ def issuing_ca_without_cluster(host_vars: Mapping[str, Any], *, inventory_dir: P
         given = host_vars.get(name)
         return schema.default_of(name) if given in (None, "") else given
 
-    passphrase = host_vars.get(CA_PASSPHRASE_VARIABLE) or os.environ.get(CA_PASSPHRASE_ENV)
     configured = str(value("opensearch_pki_dir") or "")
     return IssuingCa(
         pki_dir=Path(configured) if configured else inventory_dir / ".pki",
-        passphrase=str(passphrase).encode() if passphrase else None,
+        passphrase=ca_passphrase(host_vars),
         cluster_name=str(value("opensearch_cluster_name")),
         cert_subject=dict(value("opensearch_cert_subject")),
         renew_within_days=int(value("opensearch_cert_renew_within_days")),
@@ -125,10 +121,9 @@ def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], 
     host's ``opensearch_*`` variables) and the schema's TLS defaults. ``template`` is the
     action's templar (values are templated only when read).
     """
-    # Imported here: clusterforge.plan.plan and clusterforge.inventory.variables import
-    # most of the planner, which the module's other users do not need.
+    # Imported here: clusterforge.inventory.variables imports most of the planner, which
+    # the module's other users do not need.
     from clusterforge.inventory.variables import TaskHosts, build_model
-    from clusterforge.plan.plan import ca_passphrase
 
     hosts = TaskHosts(task_vars, template)
     inventory_dir = Path(str(task_vars.get("inventory_dir") or Path.cwd()))

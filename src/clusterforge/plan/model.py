@@ -4,9 +4,9 @@
 node's host variables), reports every problem together in one :class:`InventoryError`,
 and otherwise returns a frozen :class:`Cluster`. Nothing else in the toolkit reads raw
 inventory variables. Their names, types, defaults and constraints are declared once in
-``schema.yml`` (:mod:`clusterforge.schema`); this module checks every value against it,
-refuses undeclared variables of a known prefix, then checks the rules that involve
-several variables.
+``schema.yml`` (:mod:`clusterforge.schema`); the checks
+(:mod:`clusterforge.plan.model_checks`) hold every value against it, refuse undeclared
+variables of a known prefix, then check the rules that involve several variables.
 """
 
 from __future__ import annotations
@@ -18,46 +18,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.pki.security_config import PREDEFINED_USERS, AuthFailureLimit
+from clusterforge.pki.security_config import AuthFailureLimit
+from clusterforge.plan.model_checks import (
+    PLUGIN_NAME,
+    PLUGIN_REQUIRED_FIELDS,
+    SECURED_MODES,
+    Problems,
+    check_cluster_values,
+    check_cors,
+    check_extra_settings,
+    check_heap,
+    check_host_values,
+    check_jvm_options,
+    check_passwords,
+    check_plugin_fields,
+    check_state_dir,
+    check_tls,
+    check_users,
+    cluster_defaults,
+    seconds,
+)
 from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
-from clusterforge.schema import as_int, check_value, load_schema, normalized, unknown_variables
+from clusterforge.schema import as_int, load_schema, normalized, unknown_variables
 
 SECURITY_MODES = ("open", "tls", "basic")
-SECURED_MODES = frozenset({"tls", "basic"})
-PREDEFINED_USER_NAMES = tuple(user.name for user in PREDEFINED_USERS)
 # The subject fields opensearch_cert_subject may set: those its default sets.
 SUBJECT_FIELDS = frozenset(load_schema().default_of("opensearch_cert_subject"))
 DISTRIBUTION_SOURCES = ("maven", "tarball", "file")
 KNOWN_NODE_ROLES = frozenset(
     {"cluster_manager", "master", "data", "ingest", "remote_cluster_client", "search", "ml"}
 )
-# Above ~32 GiB the JVM loses compressed object pointers and a bigger heap holds less.
-MAX_HEAP_MB = 31 * 1024
-MIN_HEAP_MB = 128
 
-# Settings the model owns; opensearch_extra_settings may not set them behind its back.
-MANAGED_SETTING_PREFIXES = (
-    "cluster.name",
-    "node.",
-    "network.",
-    "http.port",
-    "transport.port",
-    "discovery.",
-    "cluster.initial_",
-    "path.",
-    "http.cors.",
-    "plugins.security.",
-    "cluster.routing.allocation.awareness.",
-)
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_HEAP = re.compile(r"^(\d+)([mMgG])$")
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def cluster_defaults() -> dict[str, Any]:
-    """The defaults of every variable the model reads, from the schema (one source)."""
-    return load_schema().defaults("cluster", "host")
 
 
 @dataclass(frozen=True)
@@ -244,108 +237,7 @@ def _url_host(host: str) -> str:
     return host
 
 
-def heap_megabytes(heap: str) -> int:
-    """'512m' -> 512, '4g' -> 4096; ValueError when malformed."""
-    match = _HEAP.match(heap)
-    if not match:
-        raise ValueError(heap)
-    amount, unit = int(match.group(1)), match.group(2).lower()
-    return amount * 1024 if unit == "g" else amount
-
-
-class _Problems:
-    """Collects every problem so the operator sees them all in one run."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self.warnings: list[str] = []
-
-    def error(self, message: str) -> None:
-        self.errors.append(message)
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
-
-
-def report_unknown_keys(
-    where: str, entry: Mapping[Any, Any], keys: Sequence[str], report: Callable[[str], None]
-) -> None:
-    """Report the keys of ``entry`` that are not in ``keys`` (a typo, most often), naming
-    the keys there are."""
-    unknown = sorted(str(key) for key in entry if key not in keys)
-    if unknown:
-        report(f"{where} has unknown key(s) {', '.join(unknown)}; the keys are {', '.join(keys)}")
-
-
-def _cluster_value(
-    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
-    key: str,
-    defaults: Mapping[str, Any],
-    problems: _Problems,
-    *,
-    secret: bool = False,
-) -> Any:
-    """A cluster-wide variable must be equal on every node; report where it is not."""
-    seen: dict[str, list[str]] = {}
-    for inventory_name, host_vars in nodes_vars:
-        value = host_vars.get(key, defaults.get(key))
-        seen.setdefault(repr(value), []).append(inventory_name)
-    if len(seen) > 1:
-        if secret:
-            detail = "; ".join(", ".join(hosts) for hosts in seen.values())
-        else:
-            detail = "; ".join(f"{', '.join(hosts)}: {value}" for value, hosts in seen.items())
-        problems.error(
-            f"{key} differs between nodes ({detail}); it is cluster-wide: set it once in "
-            "group_vars for the whole group"
-        )
-    first = nodes_vars[0][1] if nodes_vars else {}
-    return first.get(key, defaults.get(key))
-
-
-# The heap has a variable of its own; a second -Xms/-Xmx would silently win or lose.
-_HEAP_FLAGS = ("-Xms", "-Xmx", "-XX:MaxHeapSize", "-XX:InitialHeapSize")
-
-
-def _check_jvm_options(raw: Any, problems: _Problems) -> tuple[str, ...]:
-    options: list[str] = []
-    for option in raw or []:
-        text = str(option)
-        # One line of jvm.options.d holds one flag: whitespace would join two in one item.
-        if not text.startswith("-") or any(character.isspace() for character in text):
-            problems.error(
-                f"opensearch_jvm_options item {text!r} is not one JVM flag; write one flag "
-                "per item, starting with '-', e.g. -XX:TieredStopAtLevel=1"
-            )
-        elif text.startswith(_HEAP_FLAGS):
-            problems.error(
-                f"opensearch_jvm_options item {text!r} sets the heap; remove it and set "
-                "opensearch_heap_size instead"
-            )
-        else:
-            options.append(text)
-    return tuple(options)
-
-
-def _check_heap(heap: Any, problems: _Problems) -> None:
-    try:
-        megabytes = heap_megabytes(str(heap))
-    except ValueError:
-        problems.error(
-            f"opensearch_heap_size {heap!r} is malformed; write a whole number with m or g, "
-            "e.g. 512m or 4g"
-        )
-        return
-    if megabytes > MAX_HEAP_MB:
-        problems.error(
-            f"opensearch_heap_size {heap!r} exceeds 31g (compressed oops limit); "
-            "set it to 31g or less"
-        )
-    if megabytes < MIN_HEAP_MB:
-        problems.error(f"opensearch_heap_size {heap!r} is below 128m; set at least 128m")
-
-
-def _build_distribution(value: Callable[[str], Any], problems: _Problems) -> Distribution:
+def _build_distribution(value: Callable[[str], Any], problems: Problems) -> Distribution:
     source = value("opensearch_distribution_source")
     version = value("opensearch_version")
     url = value("opensearch_distribution_url")
@@ -372,7 +264,7 @@ def _build_distribution(value: Callable[[str], Any], problems: _Problems) -> Dis
 
 
 def _build_node(
-    inventory_name: str, host_vars: Mapping[str, Any], bad: set[str], problems: _Problems
+    inventory_name: str, host_vars: Mapping[str, Any], bad: set[str], problems: Problems
 ) -> Node | None:
     given_name = host_vars.get("opensearch_node_name")
     name = str(given_name or inventory_name)
@@ -434,11 +326,6 @@ def plain_data(value: Any) -> Any:
     return value
 
 
-# Lists of entries that a builder below checks one by one, with the entry's index in each
-# message; the schema check only makes sure they are lists.
-_CHECKED_ENTRY_BY_ENTRY = frozenset({"opensearch_plugins", "opensearch_security_users"})
-
-
 def with_booleans(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     """``host_vars`` with every variable the schema declares a boolean read as Ansible
     reads it (``-e opensearch_config_prune=true`` gives the string 'true'); a value that is
@@ -450,50 +337,6 @@ def with_booleans(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _schema_problem(name: str, value: Any) -> str | None:
-    var = load_schema().variables[name]
-    if name in _CHECKED_ENTRY_BY_ENTRY and isinstance(value, list):
-        return None
-    return check_value(var, value)
-
-
-def _check_cluster_values(
-    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]], problems: _Problems
-) -> tuple[dict[str, Any], set[str]]:
-    """Every cluster-wide value checked against the schema; the names of the bad ones."""
-    defaults = cluster_defaults()
-    values: dict[str, Any] = {}
-    bad: set[str] = set()
-    for var in load_schema().of_scope("cluster"):
-        if not var.name.startswith("opensearch_"):
-            continue
-        raw = _cluster_value(nodes_vars, var.name, defaults, problems, secret=var.secret)
-        values[var.name] = raw
-        if raw is None:
-            continue
-        problem = _schema_problem(var.name, raw)
-        if problem:
-            problems.error(problem)
-            bad.add(var.name)
-    return values, bad
-
-
-def _check_host_values(
-    inventory_name: str, host_vars: Mapping[str, Any], problems: _Problems
-) -> set[str]:
-    """The per-host variables checked against the schema; the names of the bad ones."""
-    bad: set[str] = set()
-    for var in load_schema().of_scope("host", "role"):
-        raw = host_vars.get(var.name)
-        if raw is None or not var.name.startswith("opensearch_"):
-            continue
-        problem = _schema_problem(var.name, raw)
-        if problem:
-            problems.error(f"{inventory_name}: {problem}")
-            bad.add(var.name)
-    return bad
-
-
 def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluster:
     """Build and validate the cluster from (inventory name, host variables) pairs.
 
@@ -502,14 +345,14 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     nodes_vars = [
         (str(name), with_booleans(plain_data(host_vars))) for name, host_vars in nodes_vars
     ]
-    problems = _Problems()
+    problems = Problems()
     if not nodes_vars:
         raise InventoryError(
             ["the inventory group 'opensearch' is empty; add at least one host to it"]
         )
     for problem in unknown_variables(nodes_vars):
         problems.error(problem)
-    values, bad = _check_cluster_values(nodes_vars, problems)
+    values, bad = check_cluster_values(nodes_vars, problems)
     defaults = cluster_defaults()
 
     def value(key: str) -> Any:
@@ -519,8 +362,8 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     distribution = _build_distribution(value, problems)
     security_mode = str(value("opensearch_security_mode"))
     heap_size = str(value("opensearch_heap_size"))
-    _check_heap(heap_size, problems)
-    jvm_options = _check_jvm_options(value("opensearch_jvm_options"), problems)
+    check_heap(heap_size, problems)
+    jvm_options = check_jvm_options(value("opensearch_jvm_options"), problems)
     http_port = as_int(value("opensearch_http_port")) or 0
     transport_port = as_int(value("opensearch_transport_port")) or 0
     if http_port == transport_port:
@@ -529,49 +372,30 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
             "give them different ports (default 9200 and 9300)"
         )
     extra_settings = value("opensearch_extra_settings") or {}
-    for key in sorted(extra_settings):
-        if str(key).startswith(MANAGED_SETTING_PREFIXES):
-            problems.error(
-                f"opensearch_extra_settings sets {key!r}, which clusterforge manages; "
-                "remove it and set the matching opensearch_* variable instead"
-            )
+    check_extra_settings(extra_settings, problems)
     cors_enabled = bool(value("opensearch_cors_enabled"))
     cors_allow_origin = str(value("opensearch_cors_allow_origin"))
     cors_allow_credentials = bool(value("opensearch_cors_allow_credentials"))
-    if cors_enabled and cors_allow_credentials and cors_allow_origin.strip() == "*":
-        problems.error(
-            "opensearch_cors_allow_origin is '*' while opensearch_cors_allow_credentials is "
-            "true: any web page could use a signed-in browser's credentials; set "
-            "opensearch_cors_allow_origin to the console's origin, e.g. "
-            "https://console.example.internal, or set opensearch_cors_allow_credentials: false"
-        )
+    check_cors(cors_enabled, cors_allow_origin, cors_allow_credentials, problems)
 
-    tls_protocols, tls_ciphers = _check_tls(value, problems)
+    tls_protocols, tls_ciphers = check_tls(value, problems)
     state_dir = str(value("opensearch_state_dir")).rstrip("/")
-    for owned in ("opensearch_data_path", "opensearch_log_path", "opensearch_repo_path"):
-        # The service user owns those trees: a marker there is one it could forge.
-        path = str(value(owned)).rstrip("/")
-        if state_dir == path or state_dir.startswith(path + "/"):
-            problems.error(
-                f"opensearch_state_dir {state_dir} is inside {owned} ({path}), which the "
-                "service user owns; set it to a root-only path, e.g. "
-                "/var/lib/clusterforge/opensearch"
-            )
+    check_state_dir(state_dir, value, problems)
     security = _build_security(value, problems)
-    _check_users(value("opensearch_security_users") or [], problems)
-    _check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
+    check_users(value("opensearch_security_users") or [], problems)
+    check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
     plugins = _build_plugins(value("opensearch_plugins"), problems)
     nodes: list[Node] = []
     roles_bad = False
     for name, host_vars in nodes_vars:
-        host_bad = _check_host_values(name, host_vars, problems)
+        host_bad = check_host_values(name, host_vars, problems)
         roles_bad = roles_bad or "opensearch_node_roles" in host_bad
         node = _build_node(name, host_vars, host_bad, problems)
         if node:
             nodes.append(node)
     # A host left out for another problem must not raise a second, misleading one.
     unbuilt = len(nodes) < len(nodes_vars)
-    _check_uniqueness(nodes, problems)
+    check_uniqueness(nodes, problems)
     absent = {
         name for name, host_vars in nodes_vars if host_vars.get("opensearch_node_state") == "absent"
     }
@@ -582,28 +406,11 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
             "every host of the group 'opensearch' has opensearch_node_state: absent; keep at "
             "least one node present (remove a whole cluster by stopping its hosts instead)"
         )
-    eligible = [node for node in nodes if node.cluster_manager_eligible]
-    if nodes and not eligible and not roles_bad:
-        problems.error(
-            "no node is cluster-manager-eligible; add cluster_manager to "
-            "opensearch_node_roles of one or three nodes"
-        )
-    elif len(eligible) == 2 and not roles_bad and not unbuilt:
-        problems.error(
-            f"exactly two cluster-manager-eligible nodes ({eligible[0].inventory_name}, "
-            f"{eligible[1].inventory_name}): the cluster survives the loss of neither; add "
-            "cluster_manager to opensearch_node_roles of a third node, or make one of them "
-            "data-only (opensearch_node_roles: [data, ingest])"
-        )
-    elif len(eligible) % 2 == 0 and eligible:
-        problems.warn(
-            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
-            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
-        )
+    check_manager_count(nodes, roles_bad=roles_bad, unbuilt=unbuilt, problems=problems)
 
     zone_forced = bool(value("opensearch_zone_forced"))
     rolling_batch = str(value("opensearch_rolling_batch"))
-    _check_topology(nodes, zone_forced=zone_forced, rolling_batch=rolling_batch, problems=problems)
+    check_topology(nodes, zone_forced=zone_forced, rolling_batch=rolling_batch, problems=problems)
 
     if problems.errors:
         raise InventoryError(problems.errors)
@@ -643,63 +450,15 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     )
 
 
-# TLS 1.3 names its suites without the key exchange; TLS 1.2's strong ones all start so.
-_TLS13_CIPHER_PREFIXES = ("TLS_AES_", "TLS_CHACHA20_")
-_TLS12_CIPHER_PREFIX = "TLS_ECDHE_"
-_DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _check_tls(
-    value: Callable[[str], Any], problems: _Problems
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The TLS versions and suites; each version kept needs a suite it can use."""
-    protocols = tuple(str(item) for item in value("opensearch_tls_protocols") or ())
-    ciphers = tuple(str(item) for item in value("opensearch_tls_ciphers") or ())
-    if not protocols:
-        problems.error(
-            "opensearch_tls_protocols is empty, which would let the plugin offer its own "
-            "defaults; list TLSv1.3 and/or TLSv1.2"
-        )
-    for protocol, prefixes, example in (
-        ("TLSv1.3", _TLS13_CIPHER_PREFIXES, "TLS_AES_256_GCM_SHA384"),
-        ("TLSv1.2", (_TLS12_CIPHER_PREFIX,), "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"),
-    ):
-        if protocol in protocols and not any(suite.startswith(prefixes) for suite in ciphers):
-            problems.error(
-                f"opensearch_tls_protocols has {protocol} but opensearch_tls_ciphers has no "
-                f"suite for it; add one (e.g. {example}) or remove {protocol}"
-            )
-    return protocols, ciphers
-
-
-def _seconds(duration: str) -> int:
-    """A schema-checked duration (30s, 10m) in whole seconds, at least 1."""
-    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", duration)
-    if match is None:  # already reported by the schema check; its default stands in
-        return 1
-    return max(1, int(int(match.group(1)) * _DURATION_SECONDS[match.group(2)]))
-
-
-def _auth_failure_limit(value: Callable[[str], Any]) -> AuthFailureLimit | None:
-    tries = as_int(value("opensearch_auth_failure_allowed_tries")) or 0
-    if tries == 0:
-        return None
-    return AuthFailureLimit(
-        allowed_tries=tries,
-        time_window_seconds=_seconds(str(value("opensearch_auth_failure_time_window"))),
-        block_expiry_seconds=_seconds(str(value("opensearch_auth_failure_block_expiry"))),
-    )
-
-
-def _hosts(nodes: Sequence[Node], most: int = 8) -> str:
+def hosts_named(nodes: Sequence[Node], most: int = 8) -> str:
     """Hosts for a message: a 60-node inventory names a few and counts the rest."""
     names = [node.inventory_name for node in nodes]
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
-def _check_topology(
-    nodes: Sequence[Node], *, zone_forced: bool, rolling_batch: str, problems: _Problems
+def check_topology(
+    nodes: Sequence[Node], *, zone_forced: bool, rolling_batch: str, problems: Problems
 ) -> None:
     """Zones on every present node or none, forced awareness only over zones that can
     hold copies, cluster managers that survive the loss of any one of three or more
@@ -709,7 +468,7 @@ def _check_topology(
     if zoned and unzoned:
         problems.error(
             f"opensearch_zone is set on {len(zoned)} of {len(nodes)} nodes; "
-            f"{_hosts(unzoned)} have none: the engine would place copies by zone among "
+            f"{hosts_named(unzoned)} have none: the engine would place copies by zone among "
             "some nodes only; set opensearch_zone on every node of the group 'opensearch' "
             "(e.g. in group_vars of a group per zone), or on none"
         )
@@ -724,7 +483,7 @@ def _check_topology(
     for zone, members in sorted(zones.items()):
         if zone_forced and not any("data" in node.roles for node in members):
             problems.error(
-                f"opensearch_zone_forced is true and zone {zone!r} ({_hosts(members)}) holds "
+                f"opensearch_zone_forced is true and zone {zone!r} ({hosts_named(members)}) holds "
                 "no data node: its share of the copies could never be assigned and the "
                 "cluster would stay yellow; add a data node to that zone, move its nodes "
                 "into another zone, or set opensearch_zone_forced: false"
@@ -751,7 +510,7 @@ def _check_topology(
         )
 
 
-def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:
+def check_uniqueness(nodes: Sequence[Node], problems: Problems) -> None:
     by_name: dict[str, list[str]] = {}
     by_address: dict[str, list[str]] = {}
     for node in nodes:
@@ -771,7 +530,42 @@ def _check_uniqueness(nodes: Sequence[Node], problems: _Problems) -> None:
             )
 
 
-def _build_security(value: Callable[[str], Any], problems: _Problems) -> Security:
+def check_manager_count(
+    nodes: Sequence[Node], *, roles_bad: bool, unbuilt: bool, problems: Problems
+) -> None:
+    """One or three (an odd number of) cluster-manager-eligible nodes; never two."""
+    eligible = [node for node in nodes if node.cluster_manager_eligible]
+    if nodes and not eligible and not roles_bad:
+        problems.error(
+            "no node is cluster-manager-eligible; add cluster_manager to "
+            "opensearch_node_roles of one or three nodes"
+        )
+    elif len(eligible) == 2 and not roles_bad and not unbuilt:
+        problems.error(
+            f"exactly two cluster-manager-eligible nodes ({eligible[0].inventory_name}, "
+            f"{eligible[1].inventory_name}): the cluster survives the loss of neither; add "
+            "cluster_manager to opensearch_node_roles of a third node, or make one of them "
+            "data-only (opensearch_node_roles: [data, ingest])"
+        )
+    elif len(eligible) % 2 == 0 and eligible:
+        problems.warn(
+            f"{len(eligible)} cluster-manager-eligible nodes is an even number: it tolerates no "
+            "more failures than one fewer would; prefer an odd number (1, 3 or 5)"
+        )
+
+
+def _auth_failure_limit(value: Callable[[str], Any]) -> AuthFailureLimit | None:
+    tries = as_int(value("opensearch_auth_failure_allowed_tries")) or 0
+    if tries == 0:
+        return None
+    return AuthFailureLimit(
+        allowed_tries=tries,
+        time_window_seconds=seconds(str(value("opensearch_auth_failure_time_window"))),
+        block_expiry_seconds=seconds(str(value("opensearch_auth_failure_block_expiry"))),
+    )
+
+
+def _build_security(value: Callable[[str], Any], problems: Problems) -> Security:
     subject = value("opensearch_cert_subject") or {}
     if set(subject) - SUBJECT_FIELDS:
         problems.error(
@@ -803,115 +597,7 @@ def _build_security(value: Callable[[str], Any], problems: _Problems) -> Securit
     )
 
 
-USER_KEYS = ("name", "password", "backend_roles", "description")
-_USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
-
-
-def _check_users(users: Any, problems: _Problems) -> None:
-    """The inventory's own users, in every mode: shape, names, and no predefined name."""
-    if not isinstance(users, list):
-        return  # reported by the schema check
-    seen: set[str] = set()
-    for index, user in enumerate(users):
-        where = f"opensearch_security_users[{index}]"
-        if not isinstance(user, Mapping):
-            problems.error(f"{where} must be a mapping {{name, password, backend_roles}}")
-            continue
-        report_unknown_keys(where, user, USER_KEYS, problems.error)
-        name = user.get("name")
-        if not isinstance(name, str) or not _USER_NAME.match(name):
-            problems.error(
-                f"{where} needs a name of letters, digits, '.', '_', '@' and '-', "
-                "e.g. name: reporting"
-            )
-        elif name in PREDEFINED_USER_NAMES:
-            problems.error(
-                f"{where} is the reserved predefined user {name!r}; choose another name, "
-                "and set the predefined users' passwords in opensearch_security_passwords"
-            )
-        elif name in seen:
-            problems.error(f"{where}: user {name!r} is listed twice; keep one entry")
-        else:
-            seen.add(name)
-        roles = user.get("backend_roles", [])
-        if roles is not None and (
-            not isinstance(roles, list) or not all(isinstance(role, str) for role in roles)
-        ):
-            problems.error(f"{where}.backend_roles must be a list of role names")
-
-
-def _check_passwords(
-    value: Callable[[str], Any], security_mode: str, mode_bad: bool, problems: _Problems
-) -> None:
-    """Secured modes refuse missing, empty and well-known passwords (values never echoed)."""
-    from clusterforge.pki.hashing import PasswordRejectedError, check_password_allowed
-
-    passwords = value("opensearch_security_passwords") or {}
-    unknown = sorted(str(name) for name in passwords if name not in PREDEFINED_USER_NAMES)
-    if unknown:
-        problems.error(
-            f"opensearch_security_passwords has {', '.join(unknown)}, which is not a predefined "
-            f"user ({', '.join(PREDEFINED_USER_NAMES)}); put other users in "
-            "opensearch_security_users with their password"
-        )
-    if mode_bad or security_mode not in SECURED_MODES:
-        return
-    candidates: list[tuple[str, Any, str]] = [
-        (name, passwords.get(name), f"opensearch_security_passwords.{name}")
-        for name in PREDEFINED_USER_NAMES
-    ]
-    users = value("opensearch_security_users") or []
-    for index, user in enumerate(users if isinstance(users, list) else []):
-        if isinstance(user, Mapping) and isinstance(user.get("name"), str):
-            if user["name"] in PREDEFINED_USER_NAMES:
-                continue  # reported by _check_users
-            candidates.append(
-                (user["name"], user.get("password"), f"opensearch_security_users[{index}].password")
-            )
-    for name, password, setting in candidates:
-        if password is None:
-            problems.error(
-                f"{setting} is not set; secured modes need a password for user {name!r} "
-                "(keep it in an ansible-vault file)"
-            )
-            continue
-        try:
-            check_password_allowed(name, str(password), setting=setting)
-        except PasswordRejectedError as error:
-            problems.error(str(error))
-
-
-_PLUGIN_REQUIRED_FIELDS = {
-    "build": ("path",),
-    "maven": ("coordinates",),
-    "url": ("url",),
-    "file": ("path",),
-}
-PLUGIN_KEYS = ("name", "source", "state", "path", "coordinates", "version", "url", "sha512")
-_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_COORDINATES = re.compile(r"^[A-Za-z0-9._-]+:[A-Za-z0-9._-]+$")
-_SHA512 = re.compile(r"^[0-9A-Fa-f]{128}$")
-
-
-def _check_plugin_fields(where: str, entry: Mapping[str, Any], problems: _Problems) -> None:
-    report_unknown_keys(where, entry, PLUGIN_KEYS, problems.error)
-    checks = (
-        ("version", _VERSION, "major.minor.patch, e.g. 2.19.4"),
-        ("coordinates", _COORDINATES, "group:artifact, e.g. org.opensearch.plugin:analysis-icu"),
-        ("sha512", _SHA512, "128 hexadecimal digits"),
-    )
-    for key, pattern, hint in checks:
-        given = entry.get(key)
-        if given not in (None, "") and not (isinstance(given, str) and pattern.match(given)):
-            problems.error(f"{where}.{key} {given!r} is malformed; write {hint}")
-    url = entry.get("url")
-    if url not in (None, "") and not (
-        isinstance(url, str) and re.match(r"^(https?|file)://\S+$", url)
-    ):
-        problems.error(f"{where}.url {url!r} is not an http(s):// or file:// URL; fix it")
-
-
-def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
+def _build_plugins(raw: Any, problems: Problems) -> tuple[PluginSpec, ...]:
     if raw in (None, "") or not isinstance(raw, list):
         return ()  # a non-list is reported by the schema check
     plugins: list[PluginSpec] = []
@@ -925,7 +611,7 @@ def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
             )
             continue
         name = entry.get("name")
-        if not isinstance(name, str) or not _PLUGIN_NAME.match(name):
+        if not isinstance(name, str) or not PLUGIN_NAME.match(name):
             problems.error(f"{where} needs a name, e.g. {{name: analysis-smartcn, source: build}}")
             continue
         if name == SECURITY_PLUGIN_NAME:
@@ -935,7 +621,7 @@ def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
                 "remove this entry"
             )
             continue
-        _check_plugin_fields(f"{where} ({name})", entry, problems)
+        check_plugin_fields(f"{where} ({name})", entry, problems)
         if name in seen:
             problems.error(f"{where}: plugin {name!r} is listed twice; keep one entry")
         seen.add(name)
@@ -951,7 +637,7 @@ def _build_plugins(raw: Any, problems: _Problems) -> tuple[PluginSpec, ...]:
                     f"{', '.join(PLUGIN_SOURCES)}"
                 )
             else:
-                missing = [key for key in _PLUGIN_REQUIRED_FIELDS[source] if not entry.get(key)]
+                missing = [key for key in PLUGIN_REQUIRED_FIELDS[source] if not entry.get(key)]
                 if missing:
                     problems.error(
                         f"{where} ({name}): source {source} needs {', '.join(missing)}; set it"

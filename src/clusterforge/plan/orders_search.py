@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -329,6 +329,15 @@ def plan_orders_search(
     )
 
 
+def with_generated_password(search: OrdersSearch) -> OrdersSearch:
+    """``search`` planned by a check (``generate=False``) with its real password: the one
+    in its generated file, generated there first when missing. A password the inventory
+    gives is kept as it is."""
+    if search.password != NOT_GENERATED or not search.password_file:
+        return search
+    return replace(search, password=read_or_generate_password(Path(search.password_file)))
+
+
 def security_additions(search: OrdersSearch) -> dict[str, Any]:
     """The user, roles and mappings delivery adds to the security files."""
     from clusterforge.pki.security_config import RoleMapping
@@ -368,7 +377,7 @@ def plan_for_cluster(
     (plugins/action/clusterforge_service_settings.py) both decide through here, so a
     service deployed alone with playbooks/services.yml gets what site.yml planned.
     """
-    from clusterforge.pki.pki import CA_BUNDLE_FILE
+    from clusterforge.pki.ca_rotation import CA_BUNDLE_FILE
     from clusterforge.plan.cluster_pki import resolve_pki_dir
 
     if cluster is None:

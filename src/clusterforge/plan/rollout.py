@@ -2,7 +2,7 @@
 waits for before the next one goes.
 
 Pure (docs/architecture.md): a :class:`Topology` in, a :class:`Rollout` out; no
-Ansible, no I/O, no clock. :func:`clusterforge.plan.plan.plan_rollout` builds the topology
+Ansible, no I/O, no clock. :func:`clusterforge.plan.restarts.plan_rollout` builds the topology
 from the model and what the nodes report, and puts :meth:`Rollout.as_dict` in the plan.
 
 Two batch modes (``opensearch_rolling_batch``):

@@ -6,15 +6,12 @@ Their settings, though, must be checked by the services' *own* settings models b
 any host is touched, so that a value the service would refuse at start is refused here,
 naming the inventory variable. Each service keeps its settings model in a module that
 imports nothing but pydantic, pydantic-settings, PyYAML, (orders) its ``errors`` module
-and the kit both services share (``services/kit``, its standard-library part: the token,
-file and URL rules): ``settings.py``. :func:`load_settings_module` loads that one file,
-and its siblings it imports relatively, under a private package name without running the
-package's ``__init__`` (which would import the web framework). It looks in this order:
-
-1. the service's source tree in the checkout (``services/<dir>/src/<package>``), which is
-   what the wheelhouse is built from, so the model that validates is the model that runs;
-2. an installed copy of the package (``pip install --no-deps clusterforge-userdir``
-   puts one on the control node without its server dependencies).
+and the kit both services share (``services/kit``): ``settings.py``, and its package
+imports its web framework only on first use. So the plan imports the model as any
+installed package (``clusterforge_userdir.settings``, ``clusterforge_orders.settings``):
+scripts/lib/venv.sh installs the checkout's services editable, and a control node that
+runs the collection from elsewhere installs them with ``pip install --no-deps`` (the
+error says which).
 
 :func:`plan_services` maps the roles' variables (``user_directory_*``,
 ``order_service_*``) to each service's settings, validates them, and returns for every
@@ -25,14 +22,12 @@ replaced by :data:`SECRET_MARK` (for previews and render).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -90,54 +85,41 @@ class PlannedServiceSettings:
         return answer
 
 
-def _module_directory(definition: ServiceDefinition, checkout: Path | None) -> Path:
-    if checkout is not None:
-        source = definition.project_root(checkout) / "src" / definition.package
-        if (source / "settings.py").is_file():
-            return source
-    spec = importlib.util.find_spec(definition.package)  # does not run the package's code
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            if (Path(location) / "settings.py").is_file():
-                return Path(location)
-    raise ClusterforgeError(
-        f"the settings model of {definition.role} ({definition.package}/settings.py) is "
-        f"neither in {checkout}/{definition.project}/src nor installed; run from a "
-        f"clusterforge checkout, or pip install --no-deps the {definition.project} project "
-        "on the control node"
+def _not_installed(service: str, error: ModuleNotFoundError) -> ClusterforgeError:
+    definition = SERVICES[service]
+    return ClusterforgeError(
+        f"the settings model of {definition.role} ({definition.package}.settings) cannot be "
+        f"imported ({error.name} is missing): install the service on the control node, "
+        f"pip install --no-deps ./{definition.project} ./services/kit from a clusterforge "
+        "checkout (the toolkit's scripts/lib/venv.sh does), together with pydantic, "
+        "pydantic-settings and PyYAML"
     )
 
 
-def _make_local_requirements_importable(
-    definition: ServiceDefinition, checkout: Path | None
-) -> None:
-    """Put the source of the checkout's projects the service needs (the kit) on the path.
-
-    Only when they are not installed: the settings modules import the kit's rules (its
-    standard-library part), and a control node may have the toolkit alone.
-    """
-    for root in definition.local_requirement_roots(checkout or DEFAULT_PROJECT_ROOT):
-        for package in sorted((root / "src").glob("*/__init__.py")):
-            name = package.parent.name
-            if importlib.util.find_spec(name) is None:
-                sys.path.append(str(package.parent.parent))
+def _user_directory_settings() -> Any:
+    try:
+        from clusterforge_userdir.settings import ServerSettings
+    except ModuleNotFoundError as error:
+        raise _not_installed("user_directory", error) from None
+    return ServerSettings
 
 
-def load_settings_module(service: str, *, checkout: Path | None = None) -> types.ModuleType:
-    """The ``settings`` module of ``service``, loaded without the package's ``__init__``."""
-    definition = SERVICES[service]
-    directory = _module_directory(definition, checkout)
-    _make_local_requirements_importable(definition, checkout)
-    private = f"{_PRIVATE_PACKAGE_PREFIX}{definition.package}"
-    loaded = sys.modules.get(private)
-    if loaded is None or list(getattr(loaded, "__path__", [])) != [str(directory)]:
-        for name in [name for name in sys.modules if name.startswith(f"{private}.")]:
-            del sys.modules[name]
-        package = types.ModuleType(private, f"settings of {definition.package} (plan only)")
-        package.__path__ = [str(directory)]
-        package.__package__ = private
-        sys.modules[private] = package
-    return importlib.import_module(f"{private}.settings")
+def _order_service_settings() -> Any:
+    try:
+        from clusterforge_orders.settings import OrderServiceSettings
+    except ModuleNotFoundError as error:
+        raise _not_installed("order_service", error) from None
+    return OrderServiceSettings
+
+
+def settings_model(service: str) -> Any:
+    """The settings model class of ``service``, as the service itself validates with it."""
+    return _PLANNERS[service].settings_model()
+
+
+def settings_module(service: str) -> types.ModuleType:
+    """The module of ``service``'s settings model (its ``settings.py``)."""
+    return sys.modules[settings_model(service).__module__]
 
 
 # --- the user directory ---------------------------------------------------------------
@@ -278,8 +260,13 @@ def _orders_file(settings: Mapping[str, Any]) -> str:
 
 
 def _plan_user_directory(
-    host: str, variables: Mapping[str, Any], checkout: Path | None, problems: list[str]
+    host: str,
+    variables: Mapping[str, Any],
+    problems: list[str],
+    *,
+    search: OrdersSearch | None = None,
 ) -> PlannedServiceSettings | None:
+    del search  # the user directory delivers nothing into the cluster
     from pydantic import ValidationError
 
     before = len(problems)
@@ -303,11 +290,11 @@ def _plan_user_directory(
         "list_limit": variables.get("user_directory_list_limit"),
         "max_request_body_bytes": variables.get("user_directory_max_request_body_bytes"),
     }
-    settings_module = load_settings_module("user_directory", checkout=checkout)
+    model = _user_directory_settings()
     try:
         # model_validate, not the constructor: the control node's own environment must
         # not leak into a host's settings.
-        settings = settings_module.ServerSettings.model_validate(settings_input)
+        settings = model.model_validate(settings_input)
     except (ValidationError, ValueError) as error:
         problems.extend(
             _validation_problems(
@@ -382,7 +369,6 @@ def _orders_variable_of(location: tuple[Any, ...]) -> str:
 def _plan_order_service(
     host: str,
     variables: Mapping[str, Any],
-    checkout: Path | None,
     problems: list[str],
     *,
     search: OrdersSearch | None = None,
@@ -431,9 +417,9 @@ def _plan_order_service(
     if search is not None:
         # Delivery into the inventory's cluster; the password goes into content only.
         tree["orders"]["search"] = search.settings_for(str(variables.get(CONFIG_DIR_VARIABLE)))
-    settings_module = load_settings_module("order_service", checkout=checkout)
+    model = _order_service_settings()
     try:
-        settings = settings_module.OrderServiceSettings.model_validate(tree)
+        settings = model.model_validate(tree)
     except (ValidationError, ValueError) as error:
         problems.extend(_validation_problems(error, _orders_variable_of, host=host))
         return None
@@ -480,12 +466,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_PLANNERS: dict[
-    str,
-    Callable[[str, Mapping[str, Any], Path | None, list[str]], PlannedServiceSettings | None],
-] = {
-    "user_directory": _plan_user_directory,
-    "order_service": _plan_order_service,
+class _Planner(Protocol):
+    def __call__(
+        self,
+        host: str,
+        variables: Mapping[str, Any],
+        problems: list[str],
+        *,
+        search: OrdersSearch | None = None,
+    ) -> PlannedServiceSettings | None: ...
+
+
+@dataclass(frozen=True)
+class ServicePlanner:
+    """How one service's settings are planned: the planner of one host's settings (which
+    adds every refusal to ``problems`` and returns None then) and the service's own
+    settings model it validates with."""
+
+    plan: _Planner
+    settings_model: Callable[[], Any]
+
+
+# One entry per service (the services section of src/clusterforge/schema.yml names them):
+# adding a service adds its planner here, and nothing else in this module names it.
+_PLANNERS: dict[str, ServicePlanner] = {
+    "user_directory": ServicePlanner(
+        plan=_plan_user_directory, settings_model=_user_directory_settings
+    ),
+    "order_service": ServicePlanner(
+        plan=_plan_order_service, settings_model=_order_service_settings
+    ),
 }
 
 
@@ -537,9 +547,9 @@ def plan_services(
     ``hosts_by_group`` is the inventory's groups (a service runs on the hosts of the
     group named like its role); ``hostvars`` the hosts' variables (templated).
     ``defaults`` maps a service to its role defaults (default: read from the checkout's
-    ``roles/<service>/defaults/main.yml``). ``checkout`` is where the services' source
-    trees are; ``None`` uses installed copies. Raises :class:`InventoryError` listing
-    every problem, each naming the variable, when any host's settings are refused.
+    ``roles/<service>/defaults/main.yml``; ``checkout`` is where that is). Raises
+    :class:`InventoryError` listing every problem, each naming the variable, when any
+    host's settings are refused.
     ``orders_search`` is the order delivery the cluster gets (clusterforge.plan.orders_search),
     or None to leave ``orders.search`` at the service's default (off).
     """
@@ -563,14 +573,34 @@ def plan_services(
             # Where the proxy listens decides who reaches the service (its token check).
             if "tls_proxy_listen_address" in own:
                 variables["tls_proxy_listen_address"] = own["tls_proxy_listen_address"]
-            if service == "order_service":
-                result = _plan_order_service(
-                    host, variables, checkout, problems, search=orders_search
-                )
-            else:
-                result = planner(host, variables, checkout, problems)
+            result = planner.plan(host, variables, problems, search=orders_search)
             if result is not None:
                 planned.setdefault(host, {})[service] = result
     if problems:
         raise InventoryError(problems)
     return planned
+
+
+def plan_services_section(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    project_root: Path | None,
+    orders_search: OrdersSearch | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every service host's settings, secrets left out: ``{host: {service: planned}}``."""
+    hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
+    if not any(hosts_by_group.values()):
+        return {}
+    hostvars: dict[str, dict[str, Any]] = {}
+    for hosts in services_vars.values():
+        for host, variables in hosts:
+            hostvars.setdefault(host, {}).update(variables)
+    planned = plan_services(
+        hosts_by_group,
+        hostvars,
+        checkout=project_root or DEFAULT_PROJECT_ROOT,
+        orders_search=orders_search,
+    )
+    return {
+        host: {service: settings.as_dict() for service, settings in by_service.items()}
+        for host, by_service in planned.items()
+    }

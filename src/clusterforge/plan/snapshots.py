@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import Cluster, report_unknown_keys
+from clusterforge.plan.model import Cluster
+from clusterforge.plan.model_checks import report_unknown_keys
 
 REPOSITORY_VARIABLE = "opensearch_snapshot_repository"
 POLICY_VARIABLE = "opensearch_snapshot_policy"
@@ -141,3 +142,30 @@ def _build_policy(
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
     body["description"] = DIGEST_PREFIX + digest
     return {"name": name, "body": body, "description": body["description"]}
+
+
+# The security plugin's own index: a restore of every index leaves it out (the cluster's
+# users and roles are the inventory's, not a snapshot's).
+SECURITY_INDEX = ".opendistro_security"
+
+
+def plan_restore(snapshot: str, snapshot_indices: Sequence[str], requested: Any) -> dict[str, Any]:
+    """The indices a restore of ``snapshot`` touches (playbooks/restore.yml,
+    roles/opensearch_snapshots): ``requested`` (``restore_indices``: comma-separated or a
+    list), or, when it is empty, every index the snapshot holds but the security plugin's
+    own. An index the snapshot does not hold is refused, naming those it holds."""
+    if isinstance(requested, str):
+        names = requested.split(",") if requested else []
+    else:
+        names = [str(name) for name in requested or []]
+    if not names:
+        return {"indices": [index for index in snapshot_indices if index != SECURITY_INDEX]}
+    unknown = [name for name in names if name not in snapshot_indices]
+    if unknown:
+        raise InventoryError(
+            [
+                f"Snapshot {snapshot} holds no index {', '.join(unknown)}; it holds "
+                f"{', '.join(sorted(snapshot_indices))}."
+            ]
+        )
+    return {"indices": names}

@@ -1,0 +1,174 @@
+"""Nodes leaving the cluster: the plan's ``removal`` and ``groups`` sections.
+
+:func:`plan_removal` refuses, before any host changes, a removal that would cost the
+cluster its quorum or its replicas, and says how the drain goes (:func:`drain_settings`);
+:func:`plan_groups` decides the run's groups of OpenSearch hosts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clusterforge.errors import ClusterforgeError
+from clusterforge.plan.model import Cluster
+from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES
+
+DATA_ROLES = frozenset({"data"})
+
+
+class RemovalRefusedError(ClusterforgeError):
+    """Removing the nodes marked absent would cost the cluster its quorum or its replicas."""
+
+
+def _observed_cluster(
+    observed: Mapping[str, Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The cluster's members (name, roles) and its indices' settings (None when they could
+    not be read), as the first running node that answered reports them
+    (playbooks/plan.yml, the clusterforge_observe action)."""
+    for seen in observed.values():
+        members = (seen or {}).get("cluster_nodes")
+        if members:
+            settings = seen.get("index_settings")
+            return [dict(member) for member in members], (
+                dict(settings) if isinstance(settings, Mapping) else None
+            )
+    return [], {}
+
+
+def _replicas_needed(index_settings: Mapping[str, Any]) -> tuple[int, str | None]:
+    """The most data nodes an index needs (number_of_replicas + 1), and which index.
+    Indices with auto_expand_replicas adapt to the nodes there are and need none."""
+    most, which = 1, None
+    for index, entry in sorted(index_settings.items()):
+        settings = entry.get("settings") or {} if isinstance(entry, Mapping) else {}
+        auto_expand = str(settings.get("index.auto_expand_replicas", "false")).lower()
+        if auto_expand not in ("false", "none", ""):
+            continue
+        needed = int(settings.get("index.number_of_replicas", 1)) + 1
+        if needed > most:
+            most, which = needed, index
+    return most, which
+
+
+# The groups of a run (playbooks/plan.yml puts the hosts in them once). Every play but
+# decommission.yml's targets the nodes that stay; the plays that talk to the cluster's API
+# target those it answers on.
+PRESENT_GROUP = "opensearch_present"
+
+
+SERVING_GROUP = "opensearch_serving"
+
+
+REMOVED_GROUP = "opensearch_removed"
+
+
+def plan_groups(
+    cluster: Cluster, observed: Mapping[str, Mapping[str, Any]], *, preview: bool = False
+) -> dict[str, list[str]]:
+    """The run's groups of OpenSearch hosts, in inventory order, decided once here so that
+    no play guards host by host: the nodes that stay (every node not marked
+    ``opensearch_node_state: absent``), the nodes the cluster's API is reached through
+    (the same in a run; in a preview, which starts nothing, those that run now), and the
+    nodes marked absent (decommission.yml drains them)."""
+    present = [node.inventory_name for node in cluster.nodes]
+    serving = [host for host in present if not preview or (observed.get(host) or {}).get("active")]
+    return {
+        PRESENT_GROUP: present,
+        SERVING_GROUP: serving,
+        REMOVED_GROUP: [node.inventory_name for node in cluster.removed_nodes],
+    }
+
+
+def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The nodes marked ``opensearch_node_state: absent``, and the refusal, before any
+    host changes, of a removal that would leave fewer than a quorum of the cluster
+    managers the cluster has now, or fewer data nodes than its indices' replicas need.
+
+    The cluster's own view (its members and index settings, observed from a running node)
+    decides; without one (nothing runs) nothing can be lost and the removal is allowed.
+    ``via`` is a present, running node through which the drain's API calls go.
+    """
+    removed = cluster.removed_nodes
+    members, index_settings = _observed_cluster(observed)
+    member_roles = {
+        str(member["name"]): [str(role) for role in member.get("roles") or []] for member in members
+    }
+    leaving = [node for node in removed if node.name in member_roles]
+    problems = []
+    if leaving:
+        hosts = ", ".join(node.inventory_name for node in leaving)
+
+        def has_role(name: str, wanted: frozenset[str]) -> bool:
+            return bool(wanted.intersection(member_roles[name]))
+
+        managers = [name for name in member_roles if has_role(name, CLUSTER_MANAGER_ROLES)]
+        managers_left = [name for name in managers if name not in {n.name for n in leaving}]
+        quorum = len(managers) // 2 + 1
+        if managers and len(managers_left) < quorum:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave "
+                f"{len(managers_left)} of the cluster's {len(managers)} cluster-manager-eligible "
+                f"nodes, fewer than a quorum of {quorum}: set opensearch_node_state: present on "
+                f"{quorum - len(managers_left)} of them, or add cluster-manager-eligible nodes "
+                "first and remove these in a later run."
+            )
+        data = [name for name in member_roles if has_role(name, DATA_ROLES)]
+        data_left = [name for name in data if name not in {n.name for n in leaving}]
+        if index_settings is None:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) needs the indices' "
+                "number_of_replicas, and the cluster did not answer GET /_settings: rerun "
+                "when it answers."
+            )
+        needed, index = _replicas_needed(index_settings or {})
+        if len(data_left) < needed:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave "
+                f"{len(data_left)} data node(s), and index {index} needs {needed} "
+                f"(number_of_replicas + 1): lower that index's number_of_replicas, or add "
+                "data nodes first, or set opensearch_node_state: present on some of these hosts."
+            )
+    if problems:
+        raise RemovalRefusedError("\n".join(problems))
+    running = [
+        node.inventory_name
+        for node in cluster.nodes
+        if (observed.get(node.inventory_name) or {}).get("active")
+    ]
+    zones_leaving = sorted({str(node.zone) for node in removed if node.zone} - set(cluster.zones))
+    names = [node.name for node in removed]
+    return {
+        "nodes": {
+            node.inventory_name: {
+                "name": node.name,
+                "member": node.name in member_roles,
+                "cluster_manager_eligible": node.cluster_manager_eligible,
+            }
+            for node in removed
+        },
+        "names": names,
+        "via": running[0] if running else None,
+        "zones_leaving": zones_leaving,
+        "drain_settings": drain_settings(names, zones_leaving),
+    }
+
+
+# Allocation awareness counts a zone while any node of it is in the cluster, excluded or
+# not: with a whole zone leaving, the zones that stay may not take its copies (6 copies
+# over 3 zones allow 2 a zone, and the staying zones already hold 2 each), so the drain
+# would wait forever (seen removing zone-c of a 9-node lab). The drain pauses awareness
+# instead; cleanup.yml lifts the pause once the zone's nodes have left, and the engine
+# spreads the copies over the staying zones again.
+AWARENESS_PAUSE = {"cluster.routing.allocation.awareness.attributes": ""}
+
+
+def drain_settings(names: Sequence[str], zones_leaving: Sequence[str]) -> dict[str, str]:
+    """The persistent settings the drain sets (roles/opensearch_decommission): the nodes'
+    exclusion, and a pause of allocation awareness when whole zones leave. cleanup.yml
+    resets each of them once the nodes have left."""
+    settings = {"cluster.routing.allocation.exclude._name": ",".join(names)}
+    if zones_leaving:
+        settings.update(AWARENESS_PAUSE)
+    return settings
