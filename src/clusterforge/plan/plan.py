@@ -88,11 +88,14 @@ from clusterforge.plan.render import (
     render_node_files,
 )
 from clusterforge.plan.rollout import (
+    AWARENESS_PAUSE,
     CLUSTER_MANAGER_ROLES,
     Operation,
     Topology,
     TopologyNode,
+    awareness_pause,
     plan_batches,
+    zoned_nodes,
 )
 from clusterforge.plan.services_plan import plan_services, service_hosts_variables
 from clusterforge.plan.snapshots import plan_snapshots
@@ -381,7 +384,25 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         "batches": batches.as_dict(),
         "scale_in": scale_in,
         "nodes": nodes,
+        # Zones turned off: awareness paused until every node runs without them.
+        "awareness_pause": _awareness_pause(cluster, observed),
     }
+
+
+def _awareness_pause(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`clusterforge.plan.rollout.awareness_pause` from the opensearch.yml each node
+    holds now (the look's ``opensearch_yml``), the nodes marked absent among them."""
+    configs = {}
+    for host, seen in observed.items():
+        try:
+            configs[host] = yaml.safe_load((seen or {}).get("opensearch_yml") or "")
+        except yaml.YAMLError:
+            configs[host] = None
+    return awareness_pause(
+        zoned_nodes(configs),
+        zones_planned=bool(cluster.zones),
+        removing=[node.inventory_name for node in cluster.removed_nodes],
+    )
 
 
 def with_config_restarts(
@@ -1247,7 +1268,9 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         "names": names,
         "via": running[0] if running else None,
         "zones_leaving": zones_leaving,
-        "drain_settings": drain_settings(names, zones_leaving),
+        "drain_settings": drain_settings(
+            names, zones_leaving, paused=_awareness_pause(cluster, observed)["pause"]
+        ),
     }
 
 
@@ -1255,16 +1278,17 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
 # not: with a whole zone leaving, the zones that stay may not take its copies (6 copies
 # over 3 zones allow 2 a zone, and the staying zones already hold 2 each), so the drain
 # would wait forever (seen removing zone-c of a 9-node lab). The drain pauses awareness
-# instead; cleanup.yml lifts the pause once the zone's nodes have left, and the engine
-# spreads the copies over the staying zones again.
-AWARENESS_PAUSE = {"cluster.routing.allocation.awareness.attributes": ""}
-
-
-def drain_settings(names: Sequence[str], zones_leaving: Sequence[str]) -> dict[str, str]:
+# instead (clusterforge.plan.rollout.AWARENESS_PAUSE); cleanup.yml lifts the pause once
+# the zone's nodes have left, and the engine spreads the copies over the staying zones
+# again.
+def drain_settings(
+    names: Sequence[str], zones_leaving: Sequence[str], *, paused: bool = False
+) -> dict[str, str]:
     """The persistent settings the drain sets (roles/opensearch_decommission): the nodes'
-    exclusion, and a pause of allocation awareness when whole zones leave. cleanup.yml
-    resets each of them once the nodes have left."""
+    exclusion, and a pause of allocation awareness when whole zones leave or the zones are
+    turned off (``paused``: the rollout's awareness pause, which the removal then lifts).
+    cleanup.yml resets each of them once the nodes have left."""
     settings = {"cluster.routing.allocation.exclude._name": ",".join(names)}
-    if zones_leaving:
+    if zones_leaving or paused:
         settings.update(AWARENESS_PAUSE)
     return settings
