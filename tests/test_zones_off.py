@@ -4,6 +4,7 @@ quorum. The decisions are clusterforge.plan.rollout's, pure; the plan and the la
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from clusterforge.plan.rollout import (
     zoned_nodes,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 ZONED_YML = yaml.safe_dump({"node.attr.zone": "zone-a", AWARENESS_SETTING: "zone"})
 PLAIN_YML = yaml.safe_dump({"cluster.name": "lab"})
 
@@ -169,3 +171,23 @@ def test_the_lab_steps_its_shrinks_down_only_when_one_run_would_lose_the_quorum(
     assert shrink_steps(3, 3) == [3]
     # Dedicated managers: only data nodes leave, in one run.
     assert shrink_steps(6, 4, managers=3, zones=3) == [4]
+
+
+def test_rolling_yml_pauses_before_the_restart_plays_and_lifts_after_them() -> None:
+    plays = yaml.safe_load((ROOT / "playbooks" / "rolling.yml").read_text())
+    names = [play["name"] for play in plays]
+    first_tasks = [task["name"] for task in plays[0]["tasks"]]
+    assert "Pause allocation awareness while the nodes restart without zones" in first_tasks
+    pause = next(task for task in plays[0]["tasks"] if task["name"].startswith("Pause"))
+    assert (
+        "awareness_pause.settings"
+        in pause["clusterforge.stack.clusterforge_api"]["body"]["persistent"]
+    )
+    assert "awareness_pause.pause" in pause["when"]
+    restarts = [i for i, name in enumerate(names) if name.startswith("Restart nodes")]
+    lift = names.index("Lift the awareness pause once every node runs without zones")
+    assert restarts and lift > max(restarts)
+    block = plays[lift]["tasks"][0]
+    assert "lifted_by | default(none) == 'restarts'" in " ".join(block["when"])
+    body = block["block"][0]["clusterforge.stack.clusterforge_api"]["body"]
+    assert "awareness_pause.lift_settings" in body["persistent"]
