@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,10 +82,14 @@ def _recap_changed(output: str) -> int:
     return sum(int(found) for found in re.findall(r"\bchanged=(\d+)", recap))
 
 
-def test_the_collection_commands_deploy_the_lab_from_outside_the_checkout(tmp_path: Path) -> None:
+def test_the_collection_commands_deploy_the_lab_from_outside_the_checkout(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     lab_dir = _lab()
-    home = tmp_path / "home"
-    home.mkdir()
+    # A short HOME: ssh's control sockets live under ~/.ansible/cp, and a socket's path
+    # may not be longer than 107 bytes (pytest's tmp_path often is).
+    home = Path(tempfile.mkdtemp(prefix="cf-home-"))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     commands = [
         line.replace("<checkout>", str(ROOT))
         for line in collection_commands()
@@ -100,7 +106,18 @@ def test_the_collection_commands_deploy_the_lab_from_outside_the_checkout(tmp_pa
     env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1")
     # pip's cache of the user running the test, so the virtualenv costs no second download.
     env["PIP_CACHE_DIR"] = str(Path(os.environ.get("HOME", "/root")) / ".cache" / "pip")
-    script = "set -eu\n" + "\n".join([f"cd {ROOT}", *commands, "echo '=== rerun'", deploy])
+    # The block as pasted, the deploy timed, then the rerun (the block's last line again).
+    script = "set -eu\n" + "\n".join(
+        [
+            f"cd {ROOT}",
+            *commands[:-1],
+            'echo "=== t_deploy $(date +%s)"',
+            deploy,
+            'echo "=== rerun $(date +%s)"',
+            deploy,
+            'echo "=== t_end $(date +%s)"',
+        ]
+    )
     done = subprocess.run(
         ["bash", "-c", script],
         env=env,
