@@ -36,6 +36,7 @@ from clusterforge.lab.process import run, say, wait_until
 from clusterforge.pki.generated_secrets import read_or_generate, url_safe
 from clusterforge.pki.pki import CA_CERT_FILE, CA_RETIRED_DIR, retire_node_certificates
 from clusterforge.plan.console import console_defaults
+from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, scale_in_steps
 from clusterforge.schema import load_schema
 
 CONTAINER_PREFIX = "clusterforge-lab-"
@@ -166,6 +167,21 @@ def lab_placements(count: int, *, zones: int = 0, managers: int = 0) -> list[Pla
             roles = MANAGER_ROLES if index < managers else DATA_ROLES
         placements.append(Placement(zone=zone, roles=roles))
     return placements
+
+
+def shrink_steps(existing: int, count: int, *, zones: int = 0, managers: int = 0) -> list[int]:
+    """The node counts ``scripts/up --nodes COUNT`` runs the playbook at, one run each:
+    ``[COUNT]`` unless the lab shrinks by so many cluster-manager-eligible nodes that one
+    run would lose the quorum (the plan refuses that); it then steps down
+    (clusterforge.plan.rollout.scale_in_steps: 6 -> 4 -> 3), each run draining the nodes
+    past its count, the last ones first."""
+    if count >= existing:
+        return [count]
+    eligible = [
+        placement.roles is None or bool(set(placement.roles) & CLUSTER_MANAGER_ROLES)
+        for placement in lab_placements(existing, zones=min(zones, existing), managers=managers)
+    ]
+    return scale_in_steps(eligible, count)
 
 
 def check_managers_unchanged(lab_json: Path, managers: int) -> None:
@@ -792,40 +808,42 @@ class Lab:
                 lab_monitoring.stop_units(
                     [node.container for node in [*nodes, *([apps_node] if apps_node else [])]]
                 )
-        extra = nodes[node_count:]
-        if extra:
-            say(
-                f"shrinking the lab from {len(nodes)} to {node_count} node(s): "
-                f"{', '.join(node.inventory_name for node in extra)} marked absent"
-            )
-        elif node_count > existing > 0:
+        if node_count > existing > 0:
             say(f"growing the lab from {existing} to {node_count} node(s)")
-        self.write_inventory(
-            nodes,
-            network=chosen,
-            mode=mode,
-            dashboards_archive=dashboards_archive,
-            absent=tuple(node.inventory_name for node in extra),
-            apps=apps_node,
-            zones=zones,
-            managers=managers,
-            monitoring=monitoring,
-        )
-        changed = self.run_playbook()
-        if extra:
-            self.remove_containers(extra)
-            nodes = nodes[:node_count]
-            self.retire_certificates(nodes)
+        changed = 0
+        for count in shrink_steps(len(nodes), node_count, zones=zones, managers=managers):
+            extra = nodes[count:]
+            if extra:
+                say(
+                    f"shrinking the lab from {len(nodes)} to {count} node(s): "
+                    f"{', '.join(node.inventory_name for node in extra)} marked absent"
+                )
             self.write_inventory(
                 nodes,
                 network=chosen,
                 mode=mode,
                 dashboards_archive=dashboards_archive,
+                absent=tuple(node.inventory_name for node in extra),
                 apps=apps_node,
                 zones=zones,
                 managers=managers,
                 monitoring=monitoring,
             )
+            changed += self.run_playbook()
+            if extra:
+                self.remove_containers(extra)
+                nodes = nodes[:count]
+                self.retire_certificates(nodes)
+                self.write_inventory(
+                    nodes,
+                    network=chosen,
+                    mode=mode,
+                    dashboards_archive=dashboards_archive,
+                    apps=apps_node,
+                    zones=zones,
+                    managers=managers,
+                    monitoring=monitoring,
+                )
         facts = self.describe(
             nodes,
             network=chosen,

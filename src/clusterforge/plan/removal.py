@@ -12,7 +12,8 @@ from typing import Any
 
 from clusterforge.errors import ClusterforgeError
 from clusterforge.plan.model import Cluster
-from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES
+from clusterforge.plan.restarts import observed_awareness_pause
+from clusterforge.plan.rollout import AWARENESS_PAUSE, CLUSTER_MANAGER_ROLES
 
 DATA_ROLES = frozenset({"data"})
 
@@ -151,7 +152,9 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         "names": names,
         "via": running[0] if running else None,
         "zones_leaving": zones_leaving,
-        "drain_settings": drain_settings(names, zones_leaving),
+        "drain_settings": drain_settings(
+            names, zones_leaving, paused=observed_awareness_pause(cluster, observed)["pause"]
+        ),
     }
 
 
@@ -159,16 +162,17 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
 # not: with a whole zone leaving, the zones that stay may not take its copies (6 copies
 # over 3 zones allow 2 a zone, and the staying zones already hold 2 each), so the drain
 # would wait forever (seen removing zone-c of a 9-node lab). The drain pauses awareness
-# instead; cleanup.yml lifts the pause once the zone's nodes have left, and the engine
-# spreads the copies over the staying zones again.
-AWARENESS_PAUSE = {"cluster.routing.allocation.awareness.attributes": ""}
-
-
-def drain_settings(names: Sequence[str], zones_leaving: Sequence[str]) -> dict[str, str]:
+# instead (clusterforge.plan.rollout.AWARENESS_PAUSE); cleanup.yml lifts the pause once
+# the zone's nodes have left, and the engine spreads the copies over the staying zones
+# again.
+def drain_settings(
+    names: Sequence[str], zones_leaving: Sequence[str], *, paused: bool = False
+) -> dict[str, str]:
     """The persistent settings the drain sets (roles/opensearch_decommission): the nodes'
-    exclusion, and a pause of allocation awareness when whole zones leave. cleanup.yml
-    resets each of them once the nodes have left."""
+    exclusion, and a pause of allocation awareness when whole zones leave or the zones are
+    turned off (``paused``: the rollout's awareness pause, which the removal then lifts).
+    cleanup.yml resets each of them once the nodes have left."""
     settings = {"cluster.routing.allocation.exclude._name": ",".join(names)}
-    if zones_leaving:
+    if zones_leaving or paused:
         settings.update(AWARENESS_PAUSE)
     return settings

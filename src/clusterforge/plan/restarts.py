@@ -18,7 +18,14 @@ import yaml
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.plan.model import Cluster, Node
 from clusterforge.plan.model_checks import heap_megabytes
-from clusterforge.plan.rollout import Operation, Topology, TopologyNode, plan_batches
+from clusterforge.plan.rollout import (
+    Operation,
+    Topology,
+    TopologyNode,
+    awareness_pause,
+    plan_batches,
+    zoned_nodes,
+)
 
 
 class DowngradeRefusedError(ClusterforgeError):
@@ -125,7 +132,27 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         "batches": batches.as_dict(),
         "scale_in": scale_in,
         "nodes": nodes,
+        # Zones turned off: awareness paused until every node runs without them.
+        "awareness_pause": observed_awareness_pause(cluster, observed),
     }
+
+
+def observed_awareness_pause(
+    cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """:func:`clusterforge.plan.rollout.awareness_pause` from the opensearch.yml each node
+    holds now (the look's ``opensearch_yml``), the nodes marked absent among them."""
+    configs = {}
+    for host, seen in observed.items():
+        try:
+            configs[host] = yaml.safe_load((seen or {}).get("opensearch_yml") or "")
+        except yaml.YAMLError:
+            configs[host] = None
+    return awareness_pause(
+        zoned_nodes(configs),
+        zones_planned=bool(cluster.zones),
+        removing=[node.inventory_name for node in cluster.removed_nodes],
+    )
 
 
 def _refuse_heap_over_half_of_memory(

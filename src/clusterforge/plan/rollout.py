@@ -343,3 +343,87 @@ def describe_rollout(rollout: Mapping[str, Any], *, title: str = "rollout") -> l
             f"{', '.join(batch['nodes'])}"
         )
     return lines
+
+
+# The engine reads the awareness attributes from the elected cluster manager's settings: a
+# persistent cluster setting overrides every node's opensearch.yml. While a cluster turns
+# its zones off, the nodes restarted without node.attr.zone sit beside nodes whose
+# opensearch.yml still requires it, and the first of them back takes no copy ("node does
+# not contain the awareness attribute [zone]"): the auto-expanding .opendistro_security
+# stays yellow and the rolling turn waits for green forever. An empty persistent value
+# pauses awareness; resetting it (null) lets the nodes' own files decide again.
+AWARENESS_SETTING = "cluster.routing.allocation.awareness.attributes"
+AWARENESS_PAUSE = {AWARENESS_SETTING: ""}
+ZONE_ATTRIBUTE = "node.attr.zone"
+
+
+def awareness_pause(
+    zoned: Iterable[str], *, zones_planned: bool, removing: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Whether the rollout pauses allocation awareness, and what lifts the pause.
+
+    ``zoned`` are the nodes whose opensearch.yml still carries a zone (``node.attr.zone``,
+    as the look at the nodes found it), ``zones_planned`` whether the plan keeps zones,
+    ``removing`` the nodes this run removes. A cluster whose zones are turned off pauses
+    awareness before its first node restarts without them, and keeps it paused until
+    every node runs without them: after the restarts (``lifted_by: restarts``), or, when
+    nodes leave in the same run, once they have left (``lifted_by: removal``: the
+    decommission's drain sets the pause too, and its cleanup lifts it), since a node that
+    leaves never restarts and may be the elected one. A cluster that keeps its zones, or
+    never had any, pauses nothing.
+    """
+    still_zoned = sorted(set(zoned))
+    pause = bool(still_zoned) and not zones_planned
+    lifted_by = None
+    if pause:
+        lifted_by = "removal" if any(True for _ in removing) else "restarts"
+    return {
+        "pause": pause,
+        "zoned": still_zoned,
+        "lifted_by": lifted_by,
+        "settings": dict(AWARENESS_PAUSE) if pause else {},
+        "lift_settings": dict.fromkeys(AWARENESS_PAUSE) if pause else {},
+    }
+
+
+def zoned_nodes(configs: Mapping[str, Any]) -> list[str]:
+    """The nodes whose opensearch.yml settings (a parsed mapping per node; None or
+    anything else when the file is missing or unreadable) carry a zone attribute."""
+    return sorted(
+        name
+        for name, settings in configs.items()
+        if isinstance(settings, Mapping) and settings.get(ZONE_ATTRIBUTE) not in (None, "")
+    )
+
+
+def scale_in_steps(eligible: Iterable[bool], target: int) -> list[int]:
+    """The node counts a scale-in from the end of an ordered node list goes through, one
+    run each, so that every run keeps a quorum of the cluster-manager-eligible nodes the
+    cluster has when it starts (the plan refuses a removal that would not).
+
+    ``eligible`` says, for each node in order, whether it is cluster-manager-eligible; the
+    nodes past ``target`` leave, the last ones first. Each step removes as many nodes as
+    it can: from 6 eligible nodes to 3 it goes 6 -> 4 -> 3 (4 of 6 keep the quorum of 4,
+    then 3 of 4 the quorum of 3). The last step always reaches ``target``: a target that
+    keeps no eligible node is the plan's to refuse.
+    """
+    flags = list(eligible)
+    if not 0 < target < len(flags):
+        return [target] if target != len(flags) else []
+    steps = []
+    count = len(flags)
+    while count > target:
+        managers_now = sum(flags[:count])
+        quorum = managers_now // 2 + 1
+        step = next(
+            (c for c in range(target, count) if sum(flags[:c]) >= quorum or not managers_now),
+            None,
+        )
+        if step is None or step == count:
+            # Even one node fewer loses the quorum (1 or 2 eligible nodes): go straight
+            # to the target and let the plan say why.
+            steps.append(target)
+            break
+        steps.append(step)
+        count = step
+    return steps
