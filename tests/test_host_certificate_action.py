@@ -114,7 +114,10 @@ def test_an_existing_ca_gives_its_bundle_without_the_passphrase(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"purpose": "web"}, "purpose is 'web'; set it to one of postgresql, tls_proxy"),
+        (
+            {"purpose": "web"},
+            "purpose is 'web'; set it to one of monitoring, node_exporter, postgresql, tls_proxy",
+        ),
         ({"purpose": "postgresql", "alt_names": "10.0.0.5"}, "alt_names must be a list"),
     ],
 )

@@ -53,6 +53,7 @@ from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.inventory.reader import inventory_read_problem
 from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
 from clusterforge.plan.model import plain_data
+from clusterforge.plan.monitoring import monitoring_hosts_vars
 from clusterforge.plan.plan import build_plan, with_observed, with_restarts, with_restore
 from clusterforge.plan.services_plan import SERVICES
 from clusterforge.plan.validation import validate_inventory
@@ -144,6 +145,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 services_vars=services,
                 security_files=boolean(self._task.args.get("security_files", True)),
                 preview=bool(self._task.check_mode),
+                monitoring_vars=monitoring_hosts_vars(hosts),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None

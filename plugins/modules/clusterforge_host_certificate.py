@@ -22,7 +22,7 @@ options:
     description: What the certificate serves (its OU and file name), e.g. C(postgresql).
     type: str
     required: true
-    choices: [tls_proxy, postgresql]
+    choices: [tls_proxy, postgresql, monitoring, node_exporter]
   alt_names:
     description: DNS names and IP addresses clients use besides the inventory name.
     type: list

@@ -37,6 +37,12 @@ def render_to_directory(
     vault_password_file: Path | None = None,
 ) -> list[Path]:
     """Write every host's files under ``out/<host>/``; returns the paths written."""
+    from clusterforge.inventory.reader import InventoryReader
+    from clusterforge.plan.monitoring import (
+        monitoring_hosts_vars,
+        read_monitoring_inputs,
+        rendered_for_own_prometheus,
+    )
     from clusterforge.plan.plan import build_plan, host_files
     from clusterforge.plan.rollout import describe_rollout
 
@@ -51,6 +57,7 @@ def render_to_directory(
             f"{inventory}: the group {group!r} has no hosts; add them, or fix the file "
             "Ansible could not parse (its warning above names it)"
         )
+    reader = InventoryReader(inventory, vault_password_file=vault_password_file)
     plan = build_plan(
         read.nodes,
         inventory_dir=read.directory,
@@ -59,6 +66,7 @@ def render_to_directory(
         # A review may show the example inventory; the warning says why it would not deploy.
         review=True,
         services_vars=read.services,
+        monitoring_vars=monitoring_hosts_vars(reader),
     )
     for warning in plan["model_warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
@@ -72,6 +80,21 @@ def render_to_directory(
     for host, files in host_files(plan).items():
         for name, content in files.items():
             path = out / host / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            written.append(path)
+    # For a Prometheus of the user's own: the scrape config, the rules, blackbox.yml
+    # (docs/monitoring.md, "Using your own Prometheus").
+    cluster = read.cluster()
+    inputs = read_monitoring_inputs(
+        reader,
+        inventory_dir=read.directory,
+        tls_protocols=cluster.tls_protocols,
+        tls_ciphers=cluster.tls_ciphers,
+    )
+    if inputs is not None:
+        for name, content in rendered_for_own_prometheus(inputs).items():
+            path = out / "monitoring" / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
             written.append(path)

@@ -93,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="leave out the apps container (the user directory and the order service)",
     )
+    up.add_argument(
+        "--no-monitoring",
+        dest="monitoring",
+        action="store_false",
+        help="leave out the monitoring (Prometheus, Alertmanager and the exporters on the "
+        "apps container, and the lab's alert receiver; tls mode with apps only)",
+    )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
     commands.add_parser(
         "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 dashboards_archive=args.dashboards_archive,
                 node_count=args.nodes,
                 apps=args.apps,
+                monitoring=args.monitoring,
                 zones=args.zones,
                 managers=args.managers,
             )

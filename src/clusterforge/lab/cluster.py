@@ -29,6 +29,7 @@ import yaml
 
 from clusterforge.client import ClusterClient
 from clusterforge.errors import LabError
+from clusterforge.lab import monitoring as lab_monitoring
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
@@ -514,6 +515,7 @@ class Lab:
         apps: LabNode | None = None,
         zones: int = 0,
         managers: int = 0,
+        monitoring: bool = False,
     ) -> None:
         hosts: dict[str, dict[str, Any]] = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
@@ -546,6 +548,9 @@ class Lab:
             }
             children["user_directory"] = {"hosts": apps_host}
             children["order_service"] = {"hosts": {apps.inventory_name: {}}}
+            if monitoring:
+                # Prometheus, Alertmanager and the exporters beside the services.
+                children["monitoring"] = {"hosts": {apps.inventory_name: {}}}
         inventory = {
             "all": {
                 "vars": {
@@ -627,6 +632,16 @@ class Lab:
                 path.write_text(header + yaml.safe_dump(variables, sort_keys=False))
             else:
                 path.unlink(missing_ok=True)
+        monitoring_vars = self.lab_dir / "group_vars" / "monitoring.yml"
+        if apps and monitoring:
+            monitoring_vars.write_text(
+                header
+                + yaml.safe_dump(
+                    lab_monitoring.group_vars(apps.address, self.lab_dir), sort_keys=False
+                )
+            )
+        else:
+            monitoring_vars.unlink(missing_ok=True)
         console_vars = self.lab_dir / "group_vars" / "dashboards.yml"
         if dashboards_archive:
             console_vars.write_text(
@@ -699,6 +714,7 @@ class Lab:
         apps: LabNode | None = None,
         zones: int = 0,
         managers: int = 0,
+        monitoring: bool = False,
     ) -> dict[str, Any]:
         scheme = "https" if mode == "tls" else "http"
         urls = [f"{scheme}://{node.address}:9200" for node in nodes]
@@ -741,6 +757,11 @@ class Lab:
                 user_directory_token_file=self.secret_file(USER_DIRECTORY_TOKEN),
                 orders_token_file=self.secret_file(ORDER_SERVICE_TOKEN),
             ),
+            "monitoring": lab_monitoring.facts(
+                apps.address, self.lab_dir, self.pki_dir / "ca-bundle.pem"
+            )
+            if apps and monitoring
+            else None,
         }
 
     def prepare(self) -> str:
@@ -759,8 +780,12 @@ class Lab:
         apps: bool = True,
         zones: int = 0,
         managers: int = 0,
+        monitoring: bool = True,
     ) -> dict[str, Any]:
         started = time.monotonic()
+        if monitoring and (mode != "tls" or not apps):
+            say("no monitoring: it needs --mode tls and the apps container")
+            monitoring = False
         # Refused before any container starts.
         lab_placements(node_count, zones=zones, managers=managers)
         check_managers_unchanged(self.lab_dir / "lab.json", managers)
@@ -774,6 +799,15 @@ class Lab:
         )
         if not apps:
             self.remove_apps()
+        if monitoring:
+            lab_monitoring.ensure_receiver(self.lab_dir)
+        else:
+            lab_monitoring.stop_receiver(self.lab_dir)
+            if (self.lab_dir / "group_vars" / "monitoring.yml").exists():
+                say("stopping the monitoring's units (--no-monitoring on a lab that had it)")
+                lab_monitoring.stop_units(
+                    [node.container for node in [*nodes, *([apps_node] if apps_node else [])]]
+                )
         if node_count > existing > 0:
             say(f"growing the lab from {existing} to {node_count} node(s)")
         changed = 0
@@ -793,6 +827,7 @@ class Lab:
                 apps=apps_node,
                 zones=zones,
                 managers=managers,
+                monitoring=monitoring,
             )
             changed += self.run_playbook()
             if extra:
@@ -807,6 +842,7 @@ class Lab:
                     apps=apps_node,
                     zones=zones,
                     managers=managers,
+                    monitoring=monitoring,
                 )
         facts = self.describe(
             nodes,
@@ -816,6 +852,7 @@ class Lab:
             apps=apps_node,
             zones=zones,
             managers=managers,
+            monitoring=monitoring,
         )
         facts["changed"] = changed
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
@@ -830,6 +867,7 @@ class Lab:
             run(["docker", "rm", "-f", *ids])
         if run(["docker", "network", "inspect", NETWORK_NAME], check=False).returncode == 0:
             run(["docker", "network", "rm", NETWORK_NAME])
+        lab_monitoring.stop_receiver(self.lab_dir)
         for stale in ("lab.json", "hosts.yml"):
             (self.lab_dir / stale).unlink(missing_ok=True)
         (self.ssh_dir / "known_hosts").unlink(missing_ok=True)
@@ -933,6 +971,14 @@ def _print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> N
         )
     if services and facts.get("services_ca_cert"):
         lines.append(f"services verify with --cacert {facts['services_ca_cert']}")
+    monitoring = facts.get("monitoring")
+    if monitoring:
+        lines += [
+            f"monitor  prometheus    {monitoring['prometheus']}",
+            f"monitor  alertmanager  {monitoring['alertmanager']}  (user {monitoring['user']}, "
+            f"password in {monitoring['password_file']}; --cacert {monitoring['ca_cert']})",
+            f"monitor  alerts received by the lab's webhook: {monitoring['receiver_log']}",
+        ]
     lines += [
         f"changed  {facts['changed']} task(s) in this run; took {elapsed:.0f}s",
         f"try      {curl_example(facts)}",

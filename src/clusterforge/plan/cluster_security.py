@@ -44,6 +44,8 @@ from clusterforge.pki.security_config import (
 from clusterforge.plan.cluster_pki import ClusterPki
 from clusterforge.plan.model import Cluster, plain_data
 from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
+from clusterforge.plan.monitoring import MonitoringUser
+from clusterforge.plan.monitoring import security_additions as monitoring_security_additions
 from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch, security_additions
 
 HASH_STATE_FILE = "internal_users.hashes.json"
@@ -169,6 +171,7 @@ def plan_security_files(
     pki: ClusterPki | None,
     orders_search: OrdersSearch | None = None,
     cluster: Cluster | None = None,
+    monitoring_user: MonitoringUser | None = None,
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
@@ -181,6 +184,12 @@ def plan_security_files(
         users.append(additions["user"])
         roles = additions["roles"]
         role_mappings = additions["role_mappings"]
+    if monitoring_user is not None:
+        # The monitoring's exporter user (clusterforge.plan.monitoring, docs/monitoring.md).
+        monitoring = monitoring_security_additions(monitoring_user)
+        users.append(monitoring["user"])
+        roles = {**roles, **monitoring["roles"]}
+        role_mappings = {**role_mappings, **monitoring["role_mappings"]}
     rendered = render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),

@@ -46,7 +46,12 @@ from clusterforge.schema import load_schema
 HOSTS_SUBDIR = "hosts"
 CLUSTER_GROUP = "opensearch"
 # What each kind of host certificate serves: its OU suffix and file-name suffix.
-PURPOSES = {"tls_proxy": "services-proxy", "postgresql": "database"}
+PURPOSES = {
+    "tls_proxy": "services-proxy",
+    "postgresql": "database",
+    "monitoring": "monitoring",
+    "node_exporter": "node-exporter",
+}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,6 +60,7 @@ from clusterforge.plan.console import (
     render_console_config,
 )
 from clusterforge.plan.model import build_cluster
+from clusterforge.plan.monitoring import plan_monitoring_user
 from clusterforge.plan.orders_search import DISABLED
 from clusterforge.plan.plugins import fetch_artifacts
 from clusterforge.plan.removal import plan_groups, plan_removal
@@ -99,6 +100,7 @@ def build_plan(
     security_files: bool = True,
     review: bool = False,
     preview: bool = False,
+    monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -154,7 +156,14 @@ def build_plan(
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(validated.warnings),
         "artifacts": fetch_artifacts(cluster, project_root or Path.cwd()) if fetch else None,
-        "security": plan_security_files(nodes_vars[0][1], pki, orders_search, cluster)
+        "security": plan_security_files(
+            nodes_vars[0][1],
+            pki,
+            orders_search,
+            cluster,
+            # The monitoring's exporter user, with a monitoring host (docs/monitoring.md).
+            plan_monitoring_user(cluster, monitoring_vars, inventory_dir=inventory_dir),
+        )
         if security_files
         else dict(SECURITY_FILES_OMITTED),
         # Order delivery (docs/orders-search.md): the index template, the user's name and

@@ -1,0 +1,139 @@
+"""Action plugin: the monitoring host's plan, with its certificate and secrets.
+
+Runs on the control node (delegate it to localhost) for the host of the group
+``monitoring``, through :func:`clusterforge.plan.monitoring.plan_monitoring`: the cluster
+model from the ``opensearch`` group, the services' endpoints from their TLS proxies'
+plan, every host's address for its node exporter, the cluster's CA, the monitoring user's
+password (generated once, as the plan's security files have it), the services' first
+bearer tokens, and the web password (generated once into
+``<inventory>/.monitoring/web.password``; the hosts get its bcrypt hash). Returns
+``files`` for ``clusterforge_files`` (secrets marked), the units, the URLs and
+``node_exporter`` (what every host's node exporter gets). The result is no_log.
+
+Arguments:
+  renew: issue the monitoring host's certificate again now (playbooks/rotate-certs.yml).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from clusterforge.errors import ClusterforgeError, InventoryError
+from clusterforge.inventory.variables import TaskHosts
+from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.pki.hashing import hash_password, verify_password
+from clusterforge.plan.host_certificates import ensure_host_certificate, issuing_ca_for_task
+from clusterforge.plan.monitoring import (
+    GROUP,
+    PATHS,
+    SERVICE_USER,
+    WEB_HASH_FILE,
+    WEB_PASSWORD_FILE,
+    WEB_SECRETS_DIR_NAME,
+    plan_monitoring,
+    plan_monitoring_user,
+    read_monitoring_inputs,
+)
+
+# bcrypt's cost for the web password: every scrape of a node exporter checks it.
+WEB_HASH_ROUNDS = 10
+
+
+def web_password(inventory_dir: Path) -> tuple[str, str]:
+    """The web password and a bcrypt hash of it, both kept on the control node so a rerun
+    renders the same web configs (a new salt every run would change them)."""
+    directory = inventory_dir / WEB_SECRETS_DIR_NAME
+    try:
+        password = read_or_generate(directory / WEB_PASSWORD_FILE, generate=url_safe(24))
+        hash_path = directory / WEB_HASH_FILE
+        password_hash = read_or_generate(
+            hash_path, generate=lambda: hash_password(password, rounds=WEB_HASH_ROUNDS)
+        )
+        if not verify_password(password, password_hash):
+            hash_path.unlink()
+            password_hash = read_or_generate(
+                hash_path, generate=lambda: hash_password(password, rounds=WEB_HASH_ROUNDS)
+            )
+    except GeneratedSecretError as error:
+        raise InventoryError([str(error)]) from None
+    return password, password_hash
+
+
+class ActionModule(ActionBase):  # type: ignore[misc]
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset({"renew"})
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        try:
+            return {**result, **self._plan(task_vars), "changed": False, "_ansible_no_log": True}
+        except ClusterforgeError as error:
+            raise AnsibleActionFail(str(error)) from None
+
+    def _plan(self, task_vars: dict[str, Any]) -> dict[str, Any]:
+        template = self._templar.template
+        host = str(task_vars.get("inventory_hostname"))
+        hosts = TaskHosts(task_vars, template)
+        task_ca = issuing_ca_for_task(task_vars, template)
+        inventory_dir = hosts.directory(["opensearch", GROUP])
+        inputs = read_monitoring_inputs(
+            hosts,
+            inventory_dir=inventory_dir,
+            tls_protocols=task_ca.tls_protocols,
+            tls_ciphers=task_ca.tls_ciphers,
+        )
+        if inputs is None or inputs.host != host:
+            raise InventoryError(
+                [f"{host} is not the monitoring group's host; run the role on that host only"]
+            )
+        user = plan_monitoring_user(
+            inputs.cluster, [(host, inputs.variables)], inventory_dir=inventory_dir
+        )
+        password, password_hash = web_password(inventory_dir)
+        settings = inputs.settings
+        plan = plan_monitoring(
+            settings,
+            cluster=inputs.cluster,
+            user=user,
+            services=inputs.services,
+            node_exporters=inputs.node_exporters,
+            alerting=inputs.alerting,
+            alerting_secrets=inputs.alerting_secrets,
+            web_password=password,
+            web_password_hash=password_hash,
+        )
+        alt_names = [settings.address, settings.prometheus_listen, settings.alertmanager_listen]
+        certificate = ensure_host_certificate(
+            task_ca.ca,
+            host=host,
+            purpose="monitoring",
+            alt_names=list(dict.fromkeys(name for name in alt_names if name)),
+            renew=bool(self._task.args.get("renew")),
+        )
+        owner = {"owner": "root", "group": SERVICE_USER}
+        plan["files"] += [
+            {"path": PATHS["ca"], "content": certificate.ca_bundle_pem, **owner, "mode": "0644"},
+            {
+                "path": PATHS["cert"],
+                "content": certificate.certificate_pem,
+                **owner,
+                "mode": "0644",
+            },
+            {
+                "path": PATHS["key"],
+                "content": certificate.key_pem,
+                **owner,
+                "mode": "0640",
+                "secret": True,
+            },
+        ]
+        plan["certificate"] = certificate.public()
+        plan["ca_bundle_control_path"] = str(task_ca.ca.pki_dir / "ca-bundle.pem")
+        plan["web_password_file"] = str(inventory_dir / WEB_SECRETS_DIR_NAME / WEB_PASSWORD_FILE)
+        plan["cluster_password_file"] = user.password_file if user else None
+        return plan
