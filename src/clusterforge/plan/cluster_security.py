@@ -74,6 +74,7 @@ def render_cluster_security(
     check_key: bytes = b"",
     audit_failed_logins: bool = False,
     auth_failure_limit: AuthFailureLimit | None = None,
+    auth_domains: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Render the nine security files; returns files, per-type digests and the marker text.
 
@@ -83,7 +84,8 @@ def render_cluster_security(
     own roles (the order service's, clusterforge.plan.orders_search). ``check_key`` (the
     cluster PKI's ``hash_check_key``) keys the records that spare bcrypt on a rerun;
     without it every kept hash is checked with bcrypt and no record is written.
-    ``audit_failed_logins`` and ``auth_failure_limit`` go to render_security_files.
+    ``audit_failed_logins``, ``auth_failure_limit`` and ``auth_domains`` (the LDAP
+    domains, clusterforge.plan.ldap) go to render_security_files.
     """
     state_path = pki_dir / HASH_STATE_FILE
     previous, previous_checks = _load_hash_state(state_path)
@@ -133,6 +135,7 @@ def render_cluster_security(
         role_mappings=role_mappings,
         audit_failed_logins=audit_failed_logins,
         auth_failure_limit=auth_failure_limit,
+        auth_domains=auth_domains,
     )
     digests = security_config_digest(files)
     return {"files": files, "digests": digests, "marker": render_digest_marker(digests)}

@@ -50,6 +50,8 @@ from clusterforge.plan.cluster_pki import (
     resolve_pki_dir,
 )
 from clusterforge.plan.cluster_security import render_cluster_security
+from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
+from clusterforge.plan.ldap import config_domains, ldap_facts
 from clusterforge.plan.console import (
     CONFIG_FILE,
     UNIT_NAME,
@@ -449,6 +451,13 @@ def _security_files(
         users.append(additions["user"])
         roles = additions["roles"]
         role_mappings = additions["role_mappings"]
+    auth_domains = None
+    if cluster is not None and cluster.ldap is not None:
+        auth_domains = config_domains(
+            cluster.ldap,
+            config_dir=cluster.config_dir,
+            internal_users=[*PREDEFINED_USER_NAMES, *(str(user["name"]) for user in users)],
+        )
     return render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
@@ -458,6 +467,7 @@ def _security_files(
         check_key=pki.hash_check_key,
         audit_failed_logins=cluster.audit_failed_logins if cluster else False,
         auth_failure_limit=cluster.auth_failure_limit if cluster else None,
+        auth_domains=auth_domains,
     )
 
 
@@ -620,6 +630,7 @@ def validate_inventory(
             problems.extend(_problems_of(error))
         deploy_only.extend(_missing_console_files(consoles_vars))
         deploy_only.extend(_missing_local_files(cluster))
+        deploy_only.extend(ldap_ca_problems(cluster.ldap, inventory_dir))
         checks: list[Callable[[], None]] = [
             lambda: _check_plugin_zips(cluster),
             lambda: _check_ca(cluster, inventory_dir, ca_passphrase(first)),
@@ -847,8 +858,16 @@ def build_plan(
     else:
         consoles = _consoles_unfetched(cluster, consoles_vars)
         artifacts = None
+    facts = cluster_facts(cluster, pki)
+    # The directory (docs/ldap.md): its CA certificate, read here on the control node.
+    facts["ldap"] = ldap_facts(
+        cluster.ldap,
+        config_dir=cluster.config_dir,
+        state_dir=cluster.state_dir,
+        inventory_dir=inventory_dir or Path.cwd(),
+    )
     plan: dict[str, Any] = {
-        "cluster": cluster_facts(cluster, pki),
+        "cluster": facts,
         "model_warnings": list(validated.warnings),
         "artifacts": artifacts,
         "security": _security_files(nodes_vars[0][1], pki, orders_search, cluster)
