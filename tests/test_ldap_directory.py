@@ -33,8 +33,7 @@ from clusterforge.pki.pki import SubjectFields, ensure_server_certificate, load_
 from clusterforge.plan.ldap import LdapDirectory, config_domains
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("slapd", path="/usr/sbin:/usr/bin") is None
-    or shutil.which("ldapsearch") is None,
+    shutil.which("slapd", path="/usr/sbin:/usr/bin") is None or shutil.which("ldapsearch") is None,
     reason="Debian's slapd and ldap-utils are not installed (.ci/run installs them)",
 )
 
@@ -79,7 +78,7 @@ def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
     )
     write_directory(files, people_passwords=PEOPLE, bind_password=BIND_PASSWORD)
     ldaps, ldap = free_port(), free_port()
-    process = subprocess.Popen(  # noqa: S603 - our own argv
+    process = subprocess.Popen(
         slapd_argv(files, address=ADDRESS, ldaps_port=ldaps, ldap_port=ldap),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -114,10 +113,21 @@ def ldapsearch(
     secret = directory.ca_path.parent / "bind.secret"
     secret.touch(mode=0o600)
     secret.write_text(password)
-    result = subprocess.run(  # noqa: S603
+    result = subprocess.run(
         [
-            "ldapsearch", "-LLL", "-x", "-H", f"ldaps://{directory.ldaps}", "-D", BIND_DN,
-            "-y", str(secret), "-b", base, search, *attributes,
+            "ldapsearch",
+            "-LLL",
+            "-x",
+            "-H",
+            f"ldaps://{directory.ldaps}",
+            "-D",
+            BIND_DN,
+            "-y",
+            str(secret),
+            "-b",
+            base,
+            search,
+            *attributes,
         ],
         env=env,
         capture_output=True,
@@ -150,8 +160,12 @@ def lab_ldap() -> LdapDirectory:
 
 def test_the_tree_has_two_groups_and_three_people_one_in_none(directory: Directory) -> None:
     people = ldapsearch(directory, PEOPLE_BASE, "(objectClass=inetOrgPerson)", "uid")
-    assert sorted(line.split(": ")[1] for line in people.splitlines() if line.startswith("uid:")) == [
-        "alice", "bob", "carol",
+    assert sorted(
+        line.split(": ")[1] for line in people.splitlines() if line.startswith("uid:")
+    ) == [
+        "alice",
+        "bob",
+        "carol",
     ]
     groups = ldapsearch(directory, GROUP_BASE, "(objectClass=groupOfNames)", "cn", "member")
     assert "cn: team-a" in groups and "cn: team-b" in groups
@@ -168,7 +182,9 @@ def test_the_rendered_searches_find_the_person_and_their_groups(directory: Direc
     assert found.startswith(f"dn: uid=alice,{PEOPLE_BASE}")
     person_dn = f"uid=alice,{PEOPLE_BASE}"
     groups = ldapsearch(
-        directory, authz["rolebase"], authz["rolesearch"].replace("{0}", person_dn),
+        directory,
+        authz["rolebase"],
+        authz["rolesearch"].replace("{0}", person_dn),
         authz["rolename"],
     )
     assert "cn: team-a" in groups and "team-b" not in groups
@@ -184,7 +200,10 @@ def test_the_bind_account_and_each_person_bind_over_tls(directory: Directory, tl
     check_bind(host, tls=tls, ca_pem=directory.ca_pem, bind_dn=BIND_DN, password=BIND_PASSWORD)
     for name, password in PEOPLE.items():
         check_bind(
-            host, tls=tls, ca_pem=directory.ca_pem, bind_dn=f"uid={name},{PEOPLE_BASE}",
+            host,
+            tls=tls,
+            ca_pem=directory.ca_pem,
+            bind_dn=f"uid={name},{PEOPLE_BASE}",
             password=password,
         )
 
@@ -192,7 +211,10 @@ def test_the_bind_account_and_each_person_bind_over_tls(directory: Directory, tl
 def test_a_wrong_bind_password_names_the_variable(directory: Directory) -> None:
     with pytest.raises(DirectoryCheckError) as caught:
         check_bind(
-            directory.ldaps, tls="ldaps", ca_pem=directory.ca_pem, bind_dn=BIND_DN,
+            directory.ldaps,
+            tls="ldaps",
+            ca_pem=directory.ca_pem,
+            bind_dn=BIND_DN,
             password="Wrong-7c1e",
         )
     assert "invalidCredentials (49)" in str(caught.value)
@@ -203,7 +225,10 @@ def test_a_wrong_bind_password_names_the_variable(directory: Directory) -> None:
 def test_an_untrusted_certificate_names_the_ca_variable(directory: Directory) -> None:
     with pytest.raises(DirectoryCheckError) as caught:
         check_bind(
-            directory.ldaps, tls="ldaps", ca_pem=directory.other_ca_pem, bind_dn=BIND_DN,
+            directory.ldaps,
+            tls="ldaps",
+            ca_pem=directory.other_ca_pem,
+            bind_dn=BIND_DN,
             password=BIND_PASSWORD,
         )
     assert "not trusted" in str(caught.value) and "opensearch_ldap_ca_path" in str(caught.value)
@@ -213,14 +238,20 @@ def test_the_directory_is_reached_by_any_name_its_certificate_carries(
     directory: Directory,
 ) -> None:
     renamed = DirectoryHost("localhost", directory.ldaps.port)
-    check_bind(renamed, tls="ldaps", ca_pem=directory.ca_pem, bind_dn=BIND_DN, password=BIND_PASSWORD)
+    check_bind(
+        renamed, tls="ldaps", ca_pem=directory.ca_pem, bind_dn=BIND_DN, password=BIND_PASSWORD
+    )
 
 
 def test_an_unreachable_directory_names_the_hosts_variable(directory: Directory) -> None:
     with pytest.raises(DirectoryCheckError) as caught:
         check_bind(
-            DirectoryHost("127.0.0.31", 636), tls="ldaps", ca_pem=directory.ca_pem,
-            bind_dn=BIND_DN, password=BIND_PASSWORD, timeout=1,
+            DirectoryHost("127.0.0.31", 636),
+            tls="ldaps",
+            ca_pem=directory.ca_pem,
+            bind_dn=BIND_DN,
+            password=BIND_PASSWORD,
+            timeout=1,
         )
     assert "opensearch_ldap_hosts entry 127.0.0.31:636 does not answer" in str(caught.value)
 
@@ -228,6 +259,10 @@ def test_an_unreachable_directory_names_the_hosts_variable(directory: Directory)
 def test_ldaps_spoken_to_the_starttls_port_says_which_setting(directory: Directory) -> None:
     with pytest.raises(DirectoryCheckError, match="opensearch_ldap_tls"):
         check_bind(
-            directory.starttls, tls="ldaps", ca_pem=directory.ca_pem, bind_dn=BIND_DN,
-            password=BIND_PASSWORD, timeout=2,
+            directory.starttls,
+            tls="ldaps",
+            ca_pem=directory.ca_pem,
+            bind_dn=BIND_DN,
+            password=BIND_PASSWORD,
+            timeout=2,
         )

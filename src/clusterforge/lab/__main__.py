@@ -93,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="leave out the apps container (the user directory and the order service)",
     )
+    up.add_argument(
+        "--ldap",
+        action="store_true",
+        help="run a directory (slapd, LDAPS on 127.0.0.25) and log people in through it "
+        "(docs/ldap.md); loopback network, secured modes",
+    )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
     commands.add_parser(
         "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 apps=args.apps,
                 zones=args.zones,
                 managers=args.managers,
+                ldap=args.ldap,
             )
         elif args.command == "prepare":
             lab.prepare()

@@ -29,6 +29,7 @@ import yaml
 
 from clusterforge.client import ClusterClient
 from clusterforge.errors import LabError
+from clusterforge.lab.directory_container import LabDirectory, remove_directory
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
@@ -498,6 +499,7 @@ class Lab:
         apps: LabNode | None = None,
         zones: int = 0,
         managers: int = 0,
+        directory: LabDirectory | None = None,
     ) -> None:
         hosts: dict[str, dict[str, Any]] = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
@@ -566,6 +568,9 @@ class Lab:
             group_vars["opensearch_security_passwords"] = {
                 user: lookup(user) for user in SECURITY_SECRETS
             }
+            if directory is not None:
+                # scripts/up --ldap (docs/ldap.md): the directory container and a role per group.
+                group_vars.update(directory.inventory_vars(lookup))
         comment = ""
         if network == "loopback":
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -743,8 +748,11 @@ class Lab:
         apps: bool = True,
         zones: int = 0,
         managers: int = 0,
+        ldap: bool = False,
     ) -> dict[str, Any]:
         started = time.monotonic()
+        if ldap and mode == "open":
+            raise LabError("--ldap needs a secured mode (--mode tls or basic): open has no logins")
         # Refused before any container starts.
         lab_placements(node_count, zones=zones, managers=managers)
         check_managers_unchanged(self.lab_dir / "lab.json", managers)
@@ -758,6 +766,20 @@ class Lab:
         )
         if not apps:
             self.remove_apps()
+        directory = None
+        if ldap:
+            self._ensure_secrets()
+            directory = LabDirectory(
+                lab_dir=self.lab_dir, secret_file=self.secret_file, pki_dir=self.pki_dir
+            )
+            directory.ensure(
+                base_image=CURRENT_IMAGE,
+                network=chosen,
+                cluster_name=CLUSTER_NAME,
+                passphrase=self.secret_file("ca_passphrase").read_text().strip().encode(),
+            )
+        else:
+            remove_directory()
         extra = nodes[node_count:]
         if extra:
             say(
@@ -775,6 +797,7 @@ class Lab:
             apps=apps_node,
             zones=zones,
             managers=managers,
+            directory=directory,
         )
         changed = self.run_playbook()
         if extra:
@@ -789,6 +812,7 @@ class Lab:
                 apps=apps_node,
                 zones=zones,
                 managers=managers,
+                directory=directory,
             )
         facts = self.describe(
             nodes,
@@ -800,6 +824,7 @@ class Lab:
             managers=managers,
         )
         facts["changed"] = changed
+        facts["ldap"] = directory.facts() if directory else None
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
         _print_summary(facts, elapsed=time.monotonic() - started, lab_dir=self.lab_dir)
         return facts

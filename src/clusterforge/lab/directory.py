@@ -27,6 +27,7 @@ __all__ = [
     "PEOPLE_BASE",
     "DirectoryFiles",
     "slapd_argv",
+    "slapd_conf",
     "ssha",
     "tree_ldif",
     "write_directory",
@@ -59,25 +60,44 @@ def tree_ldif(people_passwords: Mapping[str, str], bind_password: str) -> str:
         for group in person_groups:
             groups.setdefault(group, []).append(person)
     entries = [
-        [f"dn: {BASE_DN}", "objectClass: dcObject", "objectClass: organization",
-         "dc: clusterforge", "o: clusterforge lab"],
+        [
+            f"dn: {BASE_DN}",
+            "objectClass: dcObject",
+            "objectClass: organization",
+            "dc: clusterforge",
+            "o: clusterforge lab",
+        ],
         *(
             [f"dn: ou={unit},{BASE_DN}", "objectClass: organizationalUnit", f"ou: {unit}"]
             for unit in ("people", "groups", "services")
         ),
-        [f"dn: {BIND_DN}", "objectClass: applicationProcess", "objectClass: simpleSecurityObject",
-         "cn: opensearch", f"userPassword: {ssha(bind_password)}"],
+        [
+            f"dn: {BIND_DN}",
+            "objectClass: applicationProcess",
+            "objectClass: simpleSecurityObject",
+            "cn: opensearch",
+            f"userPassword: {ssha(bind_password)}",
+        ],
     ]
     for person in LAB_PEOPLE:
         entries.append(
-            [f"dn: uid={person},{PEOPLE_BASE}", "objectClass: inetOrgPerson", f"uid: {person}",
-             f"cn: {person.title()}", f"sn: {person.title()}",
-             f"userPassword: {ssha(people_passwords[person])}"]
+            [
+                f"dn: uid={person},{PEOPLE_BASE}",
+                "objectClass: inetOrgPerson",
+                f"uid: {person}",
+                f"cn: {person.title()}",
+                f"sn: {person.title()}",
+                f"userPassword: {ssha(people_passwords[person])}",
+            ]
         )
     for group, members in sorted(groups.items()):
         entries.append(
-            [f"dn: cn={group},{GROUP_BASE}", "objectClass: groupOfNames", f"cn: {group}",
-             *(f"member: uid={member},{PEOPLE_BASE}" for member in members)]
+            [
+                f"dn: cn={group},{GROUP_BASE}",
+                "objectClass: groupOfNames",
+                f"cn: {group}",
+                *(f"member: uid={member},{PEOPLE_BASE}" for member in members),
+            ]
         )
     return "\n\n".join("\n".join(entry) for entry in entries) + "\n"
 
@@ -102,7 +122,7 @@ class DirectoryFiles:
         return self.root / "data"
 
 
-def _slapd_conf(files: DirectoryFiles) -> str:
+def slapd_conf(files: DirectoryFiles) -> str:
     lines = [f"include {files.schema_dir}/{schema}.schema" for schema in SCHEMAS]
     lines += [
         f"modulepath {files.module_dir}",
@@ -134,11 +154,11 @@ def write_directory(
     """Write slapd's config and load the tree into an empty database (slapadd, offline)."""
     files.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     files.data.mkdir(exist_ok=True, mode=0o700)
-    files.config.write_text(_slapd_conf(files))
+    files.config.write_text(slapd_conf(files))
     ldif = files.root / "tree.ldif"
     ldif.touch(mode=0o600)
     ldif.write_text(tree_ldif(people_passwords, bind_password))
-    subprocess.run(
+    subprocess.run(  # noqa: S603 - our own argv
         ["/usr/sbin/slapadd", "-q", "-f", str(files.config), "-l", str(ldif)],
         check=True,
         capture_output=True,
@@ -147,7 +167,9 @@ def write_directory(
     ldif.unlink()
 
 
-def slapd_argv(files: DirectoryFiles, *, address: str, ldaps_port: int, ldap_port: int) -> list[str]:
+def slapd_argv(
+    files: DirectoryFiles, *, address: str, ldaps_port: int, ldap_port: int
+) -> list[str]:
     """slapd in the foreground (``-d 0``), serving LDAPS and LDAP+StartTLS on ``address``."""
     urls = f"ldaps://{address}:{ldaps_port}/ ldap://{address}:{ldap_port}/"
     return ["/usr/sbin/slapd", "-d", "0", "-f", str(files.config), "-h", urls]

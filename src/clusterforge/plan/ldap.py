@@ -34,15 +34,15 @@ __all__ = [
     "CA_FILE_NAME",
     "ENV_FILE_NAME",
     "LdapDirectory",
-    "build_ldap",
     "bind_password_problem",
+    "build_ldap",
     "ca_problems",
     "config_domains",
     "ldap_facts",
 ]
 
-BIND_PASSWORD_ENV = "OPENSEARCH_LDAP_BIND_PASSWORD"
-# Beside the unit, in the state directory only root writes (clusterforge.plan.model.Cluster.state_dir).
+BIND_PASSWORD_ENV = "OPENSEARCH_LDAP_BIND_PASSWORD"  # noqa: S105 - a variable name
+# In the state directory, which only root writes (clusterforge.plan.model.Cluster.state_dir).
 ENV_FILE_NAME = "ldap.env"
 # In the node's config directory, beside the node's own CA certificate.
 CA_FILE_NAME = "ldap-ca.pem"
@@ -260,7 +260,6 @@ def config_domains(
     return {"authc": authc, "authz": {"ldap_roles": groups}}
 
 
-
 def _ca_file(ldap: LdapDirectory, inventory_dir: Path) -> Path:
     path = Path(ldap.ca_path).expanduser()
     return path if path.is_absolute() else inventory_dir / path
@@ -301,6 +300,8 @@ def ldap_facts(
     return {
         **ldap.public(),
         "ca_pem": ca_pem,
+        # For the post-deploy bind from the control node (clusterforge.ldap_check).
+        "ca_control_path": str(_ca_file(ldap, inventory_dir).resolve()),
         "ca_on_node": f"{config_dir}/{CA_FILE_NAME}",
         "env_path": f"{state_dir}/{ENV_FILE_NAME}",
     }

@@ -50,8 +50,6 @@ from clusterforge.plan.cluster_pki import (
     resolve_pki_dir,
 )
 from clusterforge.plan.cluster_security import render_cluster_security
-from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
-from clusterforge.plan.ldap import config_domains, ldap_facts
 from clusterforge.plan.console import (
     CONFIG_FILE,
     UNIT_NAME,
@@ -61,6 +59,8 @@ from clusterforge.plan.console import (
     render_console_config,
     render_console_unit,
 )
+from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
+from clusterforge.plan.ldap import config_domains, ldap_facts
 from clusterforge.plan.model import (
     PREDEFINED_USER_NAMES,
     SECURITY_PLUGIN_NAME,
