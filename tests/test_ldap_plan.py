@@ -221,3 +221,11 @@ def test_changing_the_directory_changes_only_the_config_digest(tmp_path: Path) -
         fetch=False,
     )["security"]["digests"]
     assert [kind for kind in first if first[kind] != again[kind]] == ["config"]
+
+
+def test_the_labs_roles_per_group_pass_the_plan(tmp_path: Path) -> None:
+    from clusterforge.lab.directory_container import lab_roles
+
+    plan = build_plan(nodes(tmp_path, **ldap_vars(tmp_path), **lab_roles()), fetch=False)
+    text = json.dumps(plan["cluster_config"])
+    assert "lab_team_a" in text and "team-a-*" in text and "lab_team_b" in text

@@ -56,6 +56,9 @@ LDAPS_PORT = 636
 STARTTLS_PORT = 389
 BIND_SECRET = "ldap_bind"  # noqa: S105 - a file name
 IN_CONTAINER = Path("/srv/directory")
+# The host's files, read-only: the container copies them, so nothing it writes (as its
+# own openldap user) lands in the lab's directory on the host.
+SOURCE_IN_CONTAINER = Path("/srv/directory-source")
 _RECIPE = """FROM {base}
 # No service starts during the build (there is no init); slapd runs as the command.
 RUN printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d \\
@@ -63,11 +66,14 @@ RUN printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 0755 /usr/
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slapd ldap-utils \\
  && rm -rf /var/lib/apt/lists/*
 """
-# slapadd on the first start of an empty database, then slapd in the foreground.
+# On the container's first start: copy the config and TLS files in, load the tree
+# (slapadd); on every start, slapd in the foreground. docker stop/start keeps the data.
 _START = (
-    "set -e; d={root}; "
-    "if [ ! -e $d/data/data.mdb ]; then slapadd -q -f $d/slapd.conf -l $d/tree.ldif; fi; "
-    "chown -R openldap:openldap $d; "
+    "set -e; s={source}; d={root}; "
+    "if [ ! -e $d/data/data.mdb ]; then "
+    "mkdir -p $d/data $d/tls; cp $s/slapd.conf $d/; cp $s/tls/* $d/tls/; "
+    "slapadd -q -f $d/slapd.conf -l $s/tree.ldif; "
+    "chown -R openldap:openldap $d; chmod -R go= $d; fi; "
     'exec slapd -d 0 -u openldap -g openldap -f $d/slapd.conf -h "{urls}"'
 )
 
@@ -162,10 +168,8 @@ class LabDirectory:
         if self._running():
             return
         image = ensure_directory_image(base_image)
-        run(["docker", "rm", "-f", DIRECTORY_CONTAINER], check=False)
         # A new container loads the tree anew: the people's passwords are the files' values.
-        shutil.rmtree(self.root / "data", ignore_errors=True)
-        (self.root / "data").mkdir(mode=0o700)
+        run(["docker", "rm", "-f", DIRECTORY_CONTAINER], check=False)
         files = DirectoryFiles(
             root=IN_CONTAINER,
             cert=IN_CONTAINER / "tls" / "directory.pem",
@@ -186,8 +190,9 @@ class LabDirectory:
                 "docker", "run", "-d", "--name", DIRECTORY_CONTAINER,
                 "--label", "clusterforge.lab=1", "--label", f"clusterforge.lab.dir={self.lab_dir}",
                 "--network", "host",
-                "-v", f"{self.root}:{IN_CONTAINER}:rw",
-                image, "sh", "-c", _START.format(root=IN_CONTAINER, urls=urls),
+                "-v", f"{self.root}:{SOURCE_IN_CONTAINER}:ro",
+                image, "sh", "-c",
+                _START.format(source=SOURCE_IN_CONTAINER, root=IN_CONTAINER, urls=urls),
             ]
         )  # fmt: skip
         self.wait_serving()
