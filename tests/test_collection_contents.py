@@ -35,6 +35,11 @@ GENERATED = (
     ".secrets/ca_passphrase",
     ".secrets/user_directory_token",
     ".secrets/order_service_auth_token",
+    # scripts/up --ldap: the bind password, the people's, the directory's key and tree.
+    ".secrets/ldap_bind",
+    ".secrets/ldap_alice",
+    ".directory/tls/directory-key.pem",
+    ".directory/tree.ldif",
     ".opensearch/orders-writer.password",
     ".postgresql/order_service.password",
     ".postgresql/user_directory.password",

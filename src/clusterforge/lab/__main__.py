@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         help="leave out the monitoring (Prometheus, Alertmanager and the exporters on the "
         "apps container, and the lab's alert receiver; tls mode with apps only)",
     )
+    up.add_argument(
+        "--ldap",
+        action="store_true",
+        help="run a directory (slapd, LDAPS on 127.0.0.25) and log people in through it "
+        "(docs/ldap.md); loopback network, secured modes",
+    )
     commands.add_parser("down", help="remove the lab's containers and network; keep caches")
     commands.add_parser(
         "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 monitoring=args.monitoring,
                 zones=args.zones,
                 managers=args.managers,
+                ldap=args.ldap,
             )
         elif args.command == "prepare":
             lab.prepare()

@@ -30,6 +30,7 @@ import yaml
 from clusterforge.client import ClusterClient
 from clusterforge.errors import LabError
 from clusterforge.lab import monitoring as lab_monitoring
+from clusterforge.lab.directory_container import LabDirectory, remove_directory
 from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
 from clusterforge.lab.process import run, say, wait_until
@@ -516,6 +517,7 @@ class Lab:
         zones: int = 0,
         managers: int = 0,
         monitoring: bool = False,
+        directory: LabDirectory | None = None,
     ) -> None:
         hosts: dict[str, dict[str, Any]] = {
             node.inventory_name: {"ansible_host": node.address, "ansible_port": node.ssh_port}
@@ -587,6 +589,9 @@ class Lab:
             group_vars["opensearch_security_passwords"] = {
                 user: lookup(user) for user in SECURITY_SECRETS
             }
+            if directory is not None:
+                # scripts/up --ldap (docs/ldap.md): the directory container and a role per group.
+                group_vars.update(directory.inventory_vars(lookup))
         comment = ""
         if network == "loopback":
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -781,8 +786,11 @@ class Lab:
         zones: int = 0,
         managers: int = 0,
         monitoring: bool = True,
+        ldap: bool = False,
     ) -> dict[str, Any]:
         started = time.monotonic()
+        if ldap and mode == "open":
+            raise LabError("--ldap needs a secured mode (--mode tls or basic): open has no logins")
         if monitoring and (mode != "tls" or not apps):
             say("no monitoring: it needs --mode tls and the apps container")
             monitoring = False
@@ -808,6 +816,20 @@ class Lab:
                 lab_monitoring.stop_units(
                     [node.container for node in [*nodes, *([apps_node] if apps_node else [])]]
                 )
+        directory = None
+        if ldap:
+            self._ensure_secrets()
+            directory = LabDirectory(
+                lab_dir=self.lab_dir, secret_file=self.secret_file, pki_dir=self.pki_dir
+            )
+            directory.ensure(
+                base_image=CURRENT_IMAGE,
+                network=chosen,
+                cluster_name=CLUSTER_NAME,
+                passphrase=self.secret_file("ca_passphrase").read_text().strip().encode(),
+            )
+        else:
+            remove_directory()
         if node_count > existing > 0:
             say(f"growing the lab from {existing} to {node_count} node(s)")
         changed = 0
@@ -828,6 +850,7 @@ class Lab:
                 zones=zones,
                 managers=managers,
                 monitoring=monitoring,
+                directory=directory,
             )
             changed += self.run_playbook()
             if extra:
@@ -843,6 +866,7 @@ class Lab:
                     zones=zones,
                     managers=managers,
                     monitoring=monitoring,
+                    directory=directory,
                 )
         facts = self.describe(
             nodes,
@@ -855,6 +879,7 @@ class Lab:
             monitoring=monitoring,
         )
         facts["changed"] = changed
+        facts["ldap"] = directory.facts() if directory else None
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
         _print_summary(facts, elapsed=time.monotonic() - started, lab_dir=self.lab_dir)
         return facts

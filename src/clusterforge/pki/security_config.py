@@ -245,6 +245,7 @@ def render_security_files(
     multitenancy_enabled: bool = True,
     audit_failed_logins: bool = False,
     auth_failure_limit: AuthFailureLimit | None = None,
+    auth_domains: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Render the ten security config files; raise :class:`SecurityConfigError` if invalid.
 
@@ -254,6 +255,8 @@ def render_security_files(
     ``audit_failed_logins`` turns on the audit log for FAILED_LOGIN events only (the
     sink is opensearch.yml's plugins.security.audit.type, clusterforge.plan.render);
     ``auth_failure_limit`` adds the per-address rate limit of failed logins.
+    ``auth_domains`` (``{"authc": ..., "authz": ...}``, clusterforge.plan.ldap.config_domains)
+    replaces the internal-only authentication domain with the domains it holds.
     """
     problems = _user_problems(users)
     extra_roles = dict(roles or {})
@@ -277,6 +280,7 @@ def render_security_files(
             kibana_server_username=kibana_server_username,
             multitenancy_enabled=multitenancy_enabled,
             auth_failure_limit=auth_failure_limit,
+            auth_domains=auth_domains,
         ),
         "nodes_dn.yml": {"_meta": _meta("nodesdn")},
         "allowlist.yml": {
@@ -549,6 +553,7 @@ def _config_document(
     kibana_server_username: str,
     multitenancy_enabled: bool,
     auth_failure_limit: AuthFailureLimit | None,
+    auth_domains: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     dynamic: dict[str, Any] = {
         "kibana": {
@@ -568,6 +573,9 @@ def _config_document(
             }
         },
     }
+    if auth_domains is not None:
+        dynamic["authc"] = _plain_ordered(auth_domains["authc"])
+        dynamic["authz"] = _plain_ordered(auth_domains.get("authz") or {})
     if auth_failure_limit is not None:
         dynamic["auth_failure_listeners"] = {
             # By client address, not by user name: a limit per user name would let anyone
@@ -624,6 +632,16 @@ def _plain(value: Any) -> Any:
         return {str(key): _plain(value[key]) for key in sorted(value, key=str)}
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
+    return value
+
+
+def _plain_ordered(value: Any) -> Any:
+    """Like :func:`_plain` but keeping the key order given (the domains' order reads as
+    the login's order)."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain_ordered(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_ordered(item) for item in value]
     return value
 
 

@@ -42,6 +42,7 @@ from clusterforge.pki.security_config import (
     security_config_digest,
 )
 from clusterforge.plan.cluster_pki import ClusterPki
+from clusterforge.plan.ldap import config_domains
 from clusterforge.plan.model import Cluster, plain_data
 from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
 from clusterforge.plan.monitoring import MonitoringUser
@@ -82,6 +83,7 @@ def render_cluster_security(
     check_key: bytes = b"",
     audit_failed_logins: bool = False,
     auth_failure_limit: AuthFailureLimit | None = None,
+    auth_domains: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Render the nine security files; returns files, per-type digests and the marker text.
 
@@ -91,7 +93,8 @@ def render_cluster_security(
     own roles (the order service's, clusterforge.plan.orders_search). ``check_key`` (the
     cluster PKI's ``hash_check_key``) keys the records that spare bcrypt on a rerun;
     without it every kept hash is checked with bcrypt and no record is written.
-    ``audit_failed_logins`` and ``auth_failure_limit`` go to render_security_files.
+    ``audit_failed_logins``, ``auth_failure_limit`` and ``auth_domains`` (the LDAP
+    domains, clusterforge.plan.ldap) go to render_security_files.
     """
     state_path = pki_dir / HASH_STATE_FILE
     previous, previous_checks = _load_hash_state(state_path)
@@ -141,6 +144,7 @@ def render_cluster_security(
         role_mappings=role_mappings,
         audit_failed_logins=audit_failed_logins,
         auth_failure_limit=auth_failure_limit,
+        auth_domains=auth_domains,
     )
     digests = security_config_digest(files)
     return {"files": files, "digests": digests, "marker": render_digest_marker(digests)}
@@ -190,6 +194,15 @@ def plan_security_files(
         users.append(monitoring["user"])
         roles = {**roles, **monitoring["roles"]}
         role_mappings = {**role_mappings, **monitoring["role_mappings"]}
+    auth_domains = None
+    if cluster is not None and cluster.ldap is not None:
+        # The directory's domains (docs/ldap.md): every internal user, the monitoring's and
+        # the order service's included, skips the directory's group lookup.
+        auth_domains = config_domains(
+            cluster.ldap,
+            config_dir=cluster.config_dir,
+            internal_users=[*PREDEFINED_USER_NAMES, *(str(user["name"]) for user in users)],
+        )
     rendered = render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
@@ -199,6 +212,7 @@ def plan_security_files(
         check_key=pki.hash_check_key,
         audit_failed_logins=cluster.audit_failed_logins if cluster else False,
         auth_failure_limit=cluster.auth_failure_limit if cluster else None,
+        auth_domains=auth_domains,
     )
     return {**rendered, "api_users": api_users(rendered["files"]["internal_users.yml"])}
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.security_config import AuthFailureLimit
+from clusterforge.plan.ldap import LdapDirectory, build_ldap
 from clusterforge.plan.model_checks import (
     PLUGIN_NAME,
     PLUGIN_REQUIRED_FIELDS,
@@ -186,6 +187,8 @@ class Cluster:
     audit_failed_logins: bool = False
     auth_failure_limit: AuthFailureLimit | None = None
     state_dir: str = "/var/lib/clusterforge/opensearch"
+    # The company directory (clusterforge.plan.ldap), None when opensearch_ldap_enabled is false.
+    ldap: LdapDirectory | None = None
 
     @property
     def zones(self) -> tuple[str, ...]:
@@ -385,6 +388,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
     check_users(value("opensearch_security_users") or [], problems)
     check_passwords(value, security_mode, "opensearch_security_mode" in bad, problems)
     plugins = _build_plugins(value("opensearch_plugins"), problems)
+    ldap = build_ldap(value, secured=security_mode in SECURED_MODES, error=problems.error)
     nodes: list[Node] = []
     roles_bad = False
     for name, host_vars in nodes_vars:
@@ -447,6 +451,7 @@ def build_cluster(nodes_vars: Sequence[tuple[str, Mapping[str, Any]]]) -> Cluste
         audit_failed_logins=bool(value("opensearch_audit_failed_logins")),
         auth_failure_limit=_auth_failure_limit(value),
         state_dir=state_dir,
+        ldap=ldap,
     )
 
 

@@ -59,6 +59,7 @@ from clusterforge.plan.console import (
     plan_consoles,
     render_console_config,
 )
+from clusterforge.plan.ldap import ldap_facts
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.monitoring import plan_monitoring_user
 from clusterforge.plan.orders_search import DISABLED
@@ -153,7 +154,16 @@ def build_plan(
     observed = observed or {}
     nodes = node_facts(cluster, pki)
     plan: dict[str, Any] = {
-        "cluster": cluster_facts(cluster, pki),
+        "cluster": {
+            **cluster_facts(cluster, pki),
+            # The directory (docs/ldap.md): its CA certificate, read here on the control node.
+            "ldap": ldap_facts(
+                cluster.ldap,
+                config_dir=cluster.config_dir,
+                state_dir=cluster.state_dir,
+                inventory_dir=inventory_dir,
+            ),
+        },
         "model_warnings": list(validated.warnings),
         "artifacts": fetch_artifacts(cluster, project_root or Path.cwd()) if fetch else None,
         "security": plan_security_files(

@@ -37,6 +37,7 @@ from clusterforge.plan.cluster_pki import (
 )
 from clusterforge.plan.cluster_security import SECURITY_USERS_VARIABLE, check_orders_user
 from clusterforge.plan.console import build_consoles
+from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
 from clusterforge.plan.model import SECURITY_PLUGIN_NAME, Cluster, build_cluster, plain_data
 from clusterforge.plan.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
 from clusterforge.plan.orders_search import (
@@ -154,6 +155,7 @@ def validate_inventory(
         snapshots = _collect(problems, lambda: plan_snapshots(cluster, nodes_vars[0][1]), None)
         deploy_only.extend(_missing_console_files(consoles_vars))
         deploy_only.extend(_missing_local_files(cluster))
+        deploy_only.extend(ldap_ca_problems(cluster.ldap, inventory_dir))
         problems.extend(_cluster_problems(cluster, nodes_vars[0][1], inventory_dir, orders_search))
     if review:
         warnings.extend(f"{finding}{REVIEW_WARNING_SUFFIX}" for finding in deploy_only)
