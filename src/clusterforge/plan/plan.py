@@ -95,6 +95,9 @@ from clusterforge.plan.rollout import (
     plan_batches,
 )
 from clusterforge.plan.services_plan import plan_services, service_hosts_variables
+from clusterforge.plan.snapshot_schedule import complete_schedule
+from clusterforge.plan.snapshot_schedule import security_additions as snapshot_security_additions
+from clusterforge.plan.snapshot_schedule import snapshot_password as scheduled_snapshot_password
 from clusterforge.plan.snapshots import plan_snapshots
 
 DATA_ROLES = frozenset({"data"})
@@ -437,6 +440,7 @@ def _security_files(
     pki: ClusterPki | None,
     orders_search: OrdersSearch | None = None,
     cluster: Cluster | None = None,
+    snapshot_password: str | None = None,
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
@@ -449,6 +453,11 @@ def _security_files(
         users.append(additions["user"])
         roles = additions["roles"]
         role_mappings = additions["role_mappings"]
+    if snapshot_password is not None:
+        additions = snapshot_security_additions(snapshot_password)
+        users.append(additions["user"])
+        roles = {**roles, **additions["roles"]}
+        role_mappings = {**role_mappings, **additions["role_mappings"]}
     return render_cluster_security(
         pki_dir=Path(pki.pki_dir),
         passwords=plain_data(first_host_vars.get(SECURITY_PASSWORDS_VARIABLE) or {}),
@@ -615,7 +624,7 @@ def validate_inventory(
     if cluster is not None:
         first = nodes_vars[0][1]
         try:
-            snapshots = plan_snapshots(cluster, first)
+            snapshots = plan_snapshots(cluster, first, inventory_dir=inventory_dir)
         except ClusterforgeError as error:
             problems.extend(_problems_of(error))
         deploy_only.extend(_missing_console_files(consoles_vars))
@@ -841,6 +850,20 @@ def build_plan(
             pki_dir=resolve_pki_dir(cluster, inventory_dir or Path.cwd()),
             passphrase=ca_passphrase(nodes_vars[0][1]),
         )
+    snapshot_password = None
+    if snapshots is not None and snapshots.get("schedule") is not None and pki is not None:
+        # Scheduled snapshots (clusterforge.plan.snapshot_schedule): the runner's user,
+        # its password generated once on the control node, and what each node gets.
+        snapshot_password = scheduled_snapshot_password(inventory_dir or Path.cwd())
+        snapshots = {
+            **snapshots,
+            "schedule": complete_schedule(
+                snapshots["schedule"],
+                cluster,
+                repository=str(snapshots["repository"]),
+                ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
+            ),
+        }
     if fetch:
         consoles = plan_consoles(cluster, consoles_vars)
         artifacts = _fetch_artifacts(cluster, project_root or Path.cwd())
@@ -851,7 +874,9 @@ def build_plan(
         "cluster": cluster_facts(cluster, pki),
         "model_warnings": list(validated.warnings),
         "artifacts": artifacts,
-        "security": _security_files(nodes_vars[0][1], pki, orders_search, cluster)
+        "security": _security_files(
+            nodes_vars[0][1], pki, orders_search, cluster, snapshot_password
+        )
         if security_files
         else dict(SECURITY_FILES_OMITTED),
         # Order delivery (docs/orders-search.md): the index template, the user's name and
