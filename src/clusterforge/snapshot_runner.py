@@ -129,6 +129,15 @@ def metric_text(repository: str, last_success_epoch: float | None, run_ok: bool,
     return "\n".join(lines) + "\n"
 
 
+def schedule_metadata(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a scheduled snapshot records of its schedule (clusterforge.status.snapshots)."""
+    return {
+        "calendar": config.get("calendar", ""),
+        "period_seconds": config["period_seconds"],
+        "allowed_age_seconds": config.get("allowed_age_seconds", 0),
+    }
+
+
 def journal_line(fields: Mapping[str, Any]) -> str:
     """One line, ``key=value`` pairs in a fixed order; values with spaces are quoted."""
     order = ("snapshot", "state", "shards", "seconds", "deleted", "node", "note")
@@ -297,6 +306,8 @@ def run(config: Mapping[str, Any], client: Client, *, now: float, node: str) -> 
                 {
                     "indices": config.get("indices", "*,-.opendistro_security"),
                     "include_global_state": False,
+                    # scripts/status reads the schedule from the snapshots themselves.
+                    "metadata": {"clusterforge": schedule_metadata(config)},
                 },
                 timeout=max(wait_seconds, 60.0) * 12,
             )

@@ -297,6 +297,8 @@ def runner_config(
         "repository": repository,
         "prefix": schedule["prefix"],
         "period_seconds": schedule["period_seconds"],
+        "calendar": schedule["calendar"],
+        "allowed_age_seconds": allowed_age_seconds(int(schedule["period_seconds"])),
         "keep_last": schedule["keep_last"],
         "max_age_seconds": schedule["max_age_seconds"],
         "indices": DEFAULT_INDICES,
