@@ -41,6 +41,8 @@ _NAME_TIME = re.compile(r"^[0-9]{8}-[0-9]{6}$")
 IN_PROGRESS = "IN_PROGRESS"
 SUCCESS = "SUCCESS"
 DEFAULT_TIMEOUT = 30.0
+# What the engine answers a second request for a name being taken or taken already.
+_NAME_TAKEN = {"error": {"type": "invalid_snapshot_name_exception"}}
 
 
 @dataclass(frozen=True)
@@ -285,9 +287,10 @@ def run(config: Mapping[str, Any], client: Client, *, now: float, node: str) -> 
         if not running or time.time() >= until:
             break
         if name in running:
-            notes.append("another node is taking this window's snapshot; waited for it")
             break
-        notes.append(f"waited for {','.join(running)} in progress")
+        waited = f"waited for {','.join(running)} in progress"
+        if waited not in notes:
+            notes.append(waited)
         time.sleep(5)
     running = in_progress(client, repository)
     own = False
@@ -299,7 +302,7 @@ def run(config: Mapping[str, Any], client: Client, *, now: float, node: str) -> 
     else:
         try:
             if name in running:
-                raise ApiError(400, None, "in progress elsewhere")
+                raise ApiError(400, _NAME_TAKEN, "in progress elsewhere")
             answer = client.call(
                 "PUT",
                 f"/_snapshot/{repository}/{name}?wait_for_completion=true",
@@ -318,7 +321,7 @@ def run(config: Mapping[str, Any], client: Client, *, now: float, node: str) -> 
             own = True
         except ApiError as error:
             kind = error_type(error.body)
-            duplicate = error.status == 400 or kind in (
+            duplicate = kind in (
                 "invalid_snapshot_name_exception",
                 "concurrent_snapshot_execution_exception",
             )
