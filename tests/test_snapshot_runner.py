@@ -162,3 +162,95 @@ def test_one_journal_line_names_everything() -> None:
     assert "deleted=none" in journal_line({"deleted": []})
     assert 'note="taken by another node"' in journal_line({"note": "taken by another node"})
     assert "\n" not in line
+
+
+class StandInEngine:
+    """A stand-in for the engine's snapshot API, named as one: the real engine runs the
+    runner in the lab drill; this one lets the run's branches be driven here."""
+
+    def __init__(self, existing: list[dict[str, object]] | None = None) -> None:
+        self.snapshots = list(existing or [])
+        self.running: list[str] = []
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, method: str, path: str, body: object = None, *, timeout: float = 0) -> object:
+        self.calls.append((method, path))
+        name = path.split("?")[0].rsplit("/", 1)[-1]
+        if method == "GET" and path.endswith("/_status"):
+            return {"snapshots": [{"snapshot": running} for running in self.running]}
+        if method == "GET" and path.endswith("/_all"):
+            return {"snapshots": self.snapshots}
+        if method == "GET":
+            found = [s for s in self.snapshots if s["snapshot"] == name]
+            if not found:
+                raise snapshot_runner.ApiError(404, None, "missing")
+            return {"snapshots": found}
+        if method == "PUT":
+            if any(s["snapshot"] == name for s in self.snapshots):
+                raise snapshot_runner.ApiError(
+                    400, {"error": {"type": "invalid_snapshot_name_exception"}}, "taken"
+                )
+            now_ms = int(T0 * 1000)
+            taken = {
+                "snapshot": name, "state": "SUCCESS", "start_time_in_millis": now_ms,
+                "end_time_in_millis": now_ms + 1000, "shards": {"successful": 4, "total": 4},
+            }  # fmt: skip
+            self.snapshots.append(taken)
+            return {"snapshot": taken}
+        if method == "DELETE":
+            self.snapshots = [s for s in self.snapshots if s["snapshot"] != name]
+            return {"acknowledged": True}
+        raise AssertionError(path)
+
+
+def raw(minute: int, state: str = "SUCCESS") -> dict[str, object]:
+    s = snap(minute, state)
+    return {
+        "snapshot": s.name, "state": s.state, "start_time_in_millis": int(s.start_epoch * 1000),
+        "end_time_in_millis": int(s.end_epoch * 1000),
+    }  # fmt: skip
+
+
+CONFIG = {
+    "repository": "backups", "prefix": PREFIX, "period_seconds": 60, "keep_last": 2,
+    "max_age_seconds": None, "wait_seconds": 1, "calendar": "*-*-* *:*:00",
+    "allowed_age_seconds": 180,
+}  # fmt: skip
+
+
+def test_a_run_takes_the_window_and_applies_retention(tmp_path: Path) -> None:
+    engine = StandInEngine([raw(-3), raw(-2), {"snapshot": "manual", "state": "SUCCESS",
+                            "start_time_in_millis": 0, "end_time_in_millis": 1}])  # fmt: skip
+    config = {**CONFIG, "textfile_dir": str(tmp_path)}
+    ok, line = snapshot_runner.run(config, engine, now=T0 + 0.5, node="n1")  # type: ignore[arg-type]
+    assert ok
+    names = [s["snapshot"] for s in engine.snapshots]
+    assert names == [snap(-2).name, "manual", snapshot_name(PREFIX, 60, T0)]
+    assert f"snapshot={snapshot_name(PREFIX, 60, T0)} state=SUCCESS shards=4/4" in line
+    assert f"deleted={snap(-3).name}" in line
+    assert METRIC in (tmp_path / "clusterforge_snapshot.prom").read_text()
+
+
+def test_a_second_node_in_the_same_window_is_refused_and_records_the_outcome() -> None:
+    engine = StandInEngine()
+    assert snapshot_runner.run(CONFIG, engine, now=T0 + 0.2, node="n1")[0]  # type: ignore[arg-type]
+    ok, line = snapshot_runner.run(CONFIG, engine, now=T0 + 1.1, node="n2")  # type: ignore[arg-type]
+    assert ok
+    assert "taken by another node" in line and "deleted=none" in line
+    assert len(engine.snapshots) == 1
+    assert [c for c in engine.calls if c[0] == "DELETE"] == []
+
+
+def test_a_run_skips_when_another_snapshot_stays_in_progress() -> None:
+    engine = StandInEngine()
+    engine.running = ["someone-elses"]
+    ok, line = snapshot_runner.run(CONFIG, engine, now=time_now(), node="n1")  # type: ignore[arg-type]
+    assert not ok
+    assert "state=SKIPPED" in line and "someone-elses still in progress" in line
+    assert not [c for c in engine.calls if c[0] == "PUT"]
+
+
+def time_now() -> float:
+    import time
+
+    return time.time()
