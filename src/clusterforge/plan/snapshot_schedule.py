@@ -262,7 +262,8 @@ def plan_schedule(
             ]
         )
     prefix = f"{cluster.name.lower()}-scheduled-"
-    password_file = generated_password_path(inventory_dir) if inventory_dir else None
+    # Absolute: the roles read it with a lookup, which takes a relative path from the play.
+    password_file = generated_password_path(inventory_dir.resolve()) if inventory_dir else None
     return {
         "calendar": normalized,
         "expression": expression,
