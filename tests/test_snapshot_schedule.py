@@ -256,3 +256,12 @@ def test_the_service_unit_scores_below_five(tmp_path: Path) -> None:
     score = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", analysis.stdout)
     assert score, analysis.stdout + analysis.stderr
     assert float(score.group(1)) < 5.0, analysis.stdout
+
+
+@needs_systemd
+def test_a_user_of_the_inventory_may_not_take_the_snapshot_users_name() -> None:
+    with pytest.raises(InventoryError) as raised:
+        scheduled(
+            opensearch_security_users=[{"name": SNAPSHOT_USER, "password": "Some-Password-3f9a"}]
+        )
+    assert "the name of the scheduled snapshots' own user" in str(raised.value)

@@ -236,6 +236,12 @@ def plan_schedule(
         max_age_seconds = duration_seconds(str(max_age))
         if max_age_seconds is None:
             problems.append(f"{MAX_AGE_VARIABLE} {max_age!r} is not a duration; write e.g. 14d")
+    users = variables.get("opensearch_security_users") or []
+    if any(isinstance(user, Mapping) and user.get("name") == SNAPSHOT_USER for user in users):
+        problems.append(
+            f"opensearch_security_users has a user {SNAPSHOT_USER!r}, the name of the scheduled "
+            f"snapshots' own user ({SCHEDULE_VARIABLE}); rename that user"
+        )
     eligible = [node.inventory_name for node in cluster.nodes if node.cluster_manager_eligible]
     names = [node.inventory_name for node in cluster.nodes]
     if nodes_given in (None, "", []):
