@@ -218,6 +218,7 @@ def test_the_plan_gives_each_node_its_files_and_the_user_its_role(tmp_path: Path
     # The password is in no part of the plan; the roles read the file with a lookup.
     assert password not in json.dumps(plan["snapshots"])
     config = schedule["configs"]["os-2"]
+    assert config["node"] == "os-2"
     assert config["urls"][0] == "https://127.0.0.62:9200"
     assert sorted(config["urls"]) == [f"https://127.0.0.6{i}:9200" for i in (1, 2, 3)]
     assert config["keep_last"] == 3 and config["period_seconds"] == 60

@@ -390,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             password=password,
             timeout=float(config.get("timeout", DEFAULT_TIMEOUT)),
         )
+        # Lab containers share the host's name: the inventory's name says which node ran.
+        node = str(config.get("node") or node)
         ok, line = run(config, client, now=time.time(), node=node)
     except (ApiError, OSError, ValueError, KeyError) as error:
         detail = ""

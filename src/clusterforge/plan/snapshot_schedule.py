@@ -362,6 +362,7 @@ def complete_schedule(
                 urls=[urls[host], *(url for name, url in urls.items() if name != host)],
                 ca_file=ca_file,
             )
+            | {"node": host}
             for host in schedule["hosts"]
         },
         "timer_unit": render_template("clusterforge-snapshot.timer.j2", **context),
