@@ -44,7 +44,12 @@ def problems_of(**overrides: Any) -> list[str]:
 
 
 def test_no_repository_when_unset() -> None:
-    assert planned() == {"repository": None, "location": "/var/backups/opensearch", "policy": None}
+    assert planned() == {
+        "repository": None,
+        "location": "/var/backups/opensearch",
+        "policy": None,
+        "schedule": None,
+    }
     # An empty policy mapping is no policy.
     assert planned(opensearch_snapshot_policy={})["policy"] is None
 
@@ -52,7 +57,12 @@ def test_no_repository_when_unset() -> None:
 def test_the_repository_lives_at_path_repo() -> None:
     assert planned(
         opensearch_snapshot_repository="backups", opensearch_repo_path="/srv/shared/snapshots"
-    ) == {"repository": "backups", "location": "/srv/shared/snapshots", "policy": None}
+    ) == {
+        "repository": "backups",
+        "location": "/srv/shared/snapshots",
+        "policy": None,
+        "schedule": None,
+    }
 
 
 def test_the_whole_plan_carries_the_repository() -> None:

@@ -37,6 +37,8 @@ class StandinSnapshotApi(ThreadingHTTPServer):
         self.snapshots: dict[str, list[str]] = {}
         self.indices = ["orders", "users"]
         self.requests: list[str] = []
+        self.states: dict[str, str] = {}
+        self.restores: list[tuple[str, Any]] = []
 
     @property
     def url(self) -> str:
@@ -69,6 +71,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(404, {"error": {"type": "repository_missing_exception"}})
             else:
                 self._answer(200, {REPOSITORY: server.registered})
+        elif parts == ["_snapshot", REPOSITORY, "_all"]:
+            listed = [
+                {"snapshot": name, "state": server.states.get(name, "SUCCESS"),
+                 "end_time_in_millis": 1000 * position, "indices": indices}
+                for position, (name, indices) in enumerate(server.snapshots.items())
+            ]  # fmt: skip
+            self._answer(200, {"snapshots": listed})
         elif parts == ["_snapshot", REPOSITORY, "_verify"]:
             self._answer(200, {"nodes": {"abc": {"name": "node-1"}}})
         elif parts[:2] == ["_snapshot", REPOSITORY] and len(parts) == 3:
@@ -84,6 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._answer(404, {"error": {"type": "snapshot_missing_exception"}})
         elif parts[:2] == ["_snapshot", REPOSITORY] and parts[3:] == ["_restore"]:
+            server.restores.append((parts[2], body))
             self._answer(200, {"snapshot": {"shards": {"total": 2, "failed": 0}}})
         elif parts == ["_cat", "snapshots", REPOSITORY]:
             self._answer(200, [{"id": name, "status": "SUCCESS"} for name in server.snapshots])
@@ -231,3 +241,51 @@ def test_a_restore_closes_what_it_replaces_and_refuses_a_missing_snapshot(
     unnamed = run(play(tmp_path, standin, tasks, opensearch_snapshots_name=""))
     assert unnamed.returncode != 0
     assert "Name the snapshot to restore: -e snapshot_name=NAME" in unnamed.stdout
+
+
+def test_latest_restores_the_newest_success_beside_the_live_indices(
+    tmp_path: Path, standin: StandinSnapshotApi
+) -> None:
+    standin.registered = {"type": "fs", "settings": {"location": standin.location}}
+    standin.snapshots.update(old=["orders", "users"], newer=["orders", "users"], broken=["orders"])
+    standin.states["broken"] = "PARTIAL"
+    restored = run(
+        play(
+            tmp_path,
+            standin,
+            ["restore.yml", "restore_verify.yml"],
+            opensearch_snapshots_name="latest",
+            opensearch_snapshots_restore_rename_prefix="restored-",
+        )
+    )
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert standin.restores == [
+        (
+            "newer",
+            {
+                "indices": "orders,users",
+                "include_global_state": False,
+                "rename_pattern": "(.+)",
+                "rename_replacement": "restored-$1",
+                "include_aliases": False,
+            },
+        )
+    ]
+    # The live indices are neither closed nor deleted.
+    assert not [request for request in standin.requests if "_close" in request]
+    # The YAML callback wraps long messages.
+    assert (
+        "restored orders, users as restored-orders, restored-users from newer (close: nothing "
+        "replaced)" in " ".join(restored.stdout.split())
+    )
+    bad = run(
+        play(
+            tmp_path,
+            standin,
+            ["restore.yml"],
+            opensearch_snapshots_name="latest",
+            opensearch_snapshots_restore_rename_prefix="_bad",
+        )
+    )
+    assert bad.returncode != 0
+    assert "restore_rename_prefix _bad cannot start an index name" in bad.stdout

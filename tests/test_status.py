@@ -139,7 +139,8 @@ def test_a_healthy_cluster_has_no_problems_and_the_documented_shape() -> None:
     report = build_report(make_target(), recorded_answers(), now=NOW)
     assert report["problems"] == []
     assert set(report) == {
-        "checked_at", "source", "cluster", "nodes", "security", "console", "services", "problems"
+        "checked_at", "source", "cluster", "nodes", "security", "console", "services",
+        "snapshots", "problems"
     }  # fmt: skip
     assert report["cluster"]["health"] == "green"
     assert report["cluster"]["nodes_present"] == report["cluster"]["nodes_expected"] == 3

@@ -35,6 +35,7 @@ from clusterforge.errors import InventoryError
 from clusterforge.pki.security_config import TOOLKIT_ROLE_MAPPING_NAMES, TOOLKIT_ROLE_NAMES
 from clusterforge.plan.monitoring import MONITOR_ROLE
 from clusterforge.plan.orders_search import READER_ROLE, WRITER_ROLE
+from clusterforge.plan.snapshot_schedule import SNAPSHOT_ROLE
 from clusterforge.schema import as_bool
 
 
@@ -716,8 +717,10 @@ def toolkit_security_names() -> dict[str, list[str]]:
     the base ones and the order service's (whether delivery is on or not, so a name is
     refused or kept the same way in every inventory)."""
     return {
-        ROLES.variable: sorted(TOOLKIT_ROLE_NAMES | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE}),
+        ROLES.variable: sorted(
+            TOOLKIT_ROLE_NAMES | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE, SNAPSHOT_ROLE}
+        ),
         ROLE_MAPPINGS.variable: sorted(
-            TOOLKIT_ROLE_MAPPING_NAMES | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE}
+            TOOLKIT_ROLE_MAPPING_NAMES | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE, SNAPSHOT_ROLE}
         ),
     }

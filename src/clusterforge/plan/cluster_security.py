@@ -48,6 +48,7 @@ from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
 from clusterforge.plan.monitoring import MonitoringUser
 from clusterforge.plan.monitoring import security_additions as monitoring_security_additions
 from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch, security_additions
+from clusterforge.plan.snapshot_schedule import security_additions as snapshot_security_additions
 
 HASH_STATE_FILE = "internal_users.hashes.json"
 
@@ -176,6 +177,7 @@ def plan_security_files(
     orders_search: OrdersSearch | None = None,
     cluster: Cluster | None = None,
     monitoring_user: MonitoringUser | None = None,
+    snapshot_password: str | None = None,
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
@@ -194,6 +196,12 @@ def plan_security_files(
         users.append(monitoring["user"])
         roles = {**roles, **monitoring["roles"]}
         role_mappings = {**role_mappings, **monitoring["role_mappings"]}
+    if snapshot_password is not None:
+        # The scheduled snapshots' runner (clusterforge.plan.snapshot_schedule).
+        scheduled = snapshot_security_additions(snapshot_password)
+        users.append(scheduled["user"])
+        roles = {**roles, **scheduled["roles"]}
+        role_mappings = {**role_mappings, **scheduled["role_mappings"]}
     auth_domains = None
     if cluster is not None and cluster.ldap is not None:
         # The directory's domains (docs/ldap.md): every internal user, the monitoring's and

@@ -67,6 +67,8 @@ from clusterforge.plan.plugins import fetch_artifacts
 from clusterforge.plan.removal import plan_groups, plan_removal
 from clusterforge.plan.render import ADMIN_CERT_FILE, NODE_CA_FILE, NODE_CERT_FILE
 from clusterforge.plan.restarts import plan_rollout, restart_decision, with_config_restarts
+from clusterforge.plan.snapshot_schedule import complete_schedule
+from clusterforge.plan.snapshot_schedule import snapshot_password as scheduled_snapshot_password
 from clusterforge.plan.snapshots import plan_restore
 from clusterforge.plan.validation import validate_inventory
 
@@ -153,6 +155,21 @@ def build_plan(
     looked = observed is not None
     observed = observed or {}
     nodes = node_facts(cluster, pki)
+    snapshots = validated.snapshots
+    snapshot_password = None
+    if snapshots is not None and snapshots.get("schedule") is not None and pki is not None:
+        # Scheduled snapshots (clusterforge.plan.snapshot_schedule): the runner's user,
+        # its password generated once on the control node, and what each node gets.
+        snapshot_password = scheduled_snapshot_password(inventory_dir)
+        snapshots = {
+            **snapshots,
+            "schedule": complete_schedule(
+                snapshots["schedule"],
+                cluster,
+                repository=str(snapshots["repository"]),
+                ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
+            ),
+        }
     plan: dict[str, Any] = {
         "cluster": {
             **cluster_facts(cluster, pki),
@@ -173,6 +190,7 @@ def build_plan(
             cluster,
             # The monitoring's exporter user, with a monitoring host (docs/monitoring.md).
             plan_monitoring_user(cluster, monitoring_vars, inventory_dir=inventory_dir),
+            snapshot_password,
         )
         if security_files
         else dict(SECURITY_FILES_OMITTED),
@@ -192,7 +210,7 @@ def build_plan(
         "removal": plan_removal(cluster, observed),
         "groups": plan_groups(cluster, observed, preview=preview),
         "services": validated.services,
-        "snapshots": validated.snapshots,
+        "snapshots": snapshots,
         "nodes": nodes,
     }
     return plan

@@ -17,11 +17,13 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.model import Cluster
 from clusterforge.plan.model_checks import report_unknown_keys
+from clusterforge.plan.snapshot_schedule import plan_schedule
 
 REPOSITORY_VARIABLE = "opensearch_snapshot_repository"
 POLICY_VARIABLE = "opensearch_snapshot_policy"
@@ -48,9 +50,16 @@ def sm_available(cluster: Cluster) -> bool:
     return all(name in present for name in SM_PLUGINS)
 
 
-def plan_snapshots(cluster: Cluster, variables: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"repository", "location", "policy"}`` from the inventory; the repository and
-    the policy are None when not set. Raises InventoryError naming every problem."""
+def plan_snapshots(
+    cluster: Cluster,
+    variables: Mapping[str, Any],
+    *,
+    inventory_dir: Path | None = None,
+    analyze: str | None = None,
+) -> dict[str, Any]:
+    """``{"repository", "location", "policy", "schedule"}`` from the inventory; the
+    repository, the policy and the schedule (clusterforge.plan.snapshot_schedule) are None
+    when not set. Raises InventoryError naming every problem."""
     repository = variables.get(REPOSITORY_VARIABLE) or None
     raw_policy = variables.get(POLICY_VARIABLE) or None
     problems: list[str] = []
@@ -72,9 +81,26 @@ def plan_snapshots(cluster: Cluster, variables: Mapping[str, Any]) -> dict[str, 
                 "playbooks/snapshot.yml on a schedule of your own"
             )
         policy = _build_policy(raw_policy, str(repository or ""), problems)
+    schedule = None
+    try:
+        schedule = plan_schedule(
+            cluster,
+            variables,
+            repository=repository,
+            policy_set=raw_policy is not None,
+            inventory_dir=inventory_dir,
+            analyze=analyze,
+        )
+    except InventoryError as error:
+        problems.extend(str(problem) for problem in error.problems)
     if problems:
         raise InventoryError(problems)
-    return {"repository": repository, "location": cluster.repo_path, "policy": policy}
+    return {
+        "repository": repository,
+        "location": cluster.repo_path,
+        "policy": policy,
+        "schedule": schedule,
+    }
 
 
 def _build_policy(

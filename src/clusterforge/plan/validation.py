@@ -152,7 +152,11 @@ def validate_inventory(
     )
     snapshots = None
     if cluster is not None:
-        snapshots = _collect(problems, lambda: plan_snapshots(cluster, nodes_vars[0][1]), None)
+        snapshots = _collect(
+            problems,
+            lambda: plan_snapshots(cluster, nodes_vars[0][1], inventory_dir=inventory_dir),
+            None,
+        )
         deploy_only.extend(_missing_console_files(consoles_vars))
         deploy_only.extend(_missing_local_files(cluster))
         deploy_only.extend(ldap_ca_problems(cluster.ldap, inventory_dir))

@@ -85,6 +85,20 @@ def _node_state(node: dict[str, Any]) -> str:
     return "up" if node["in_inventory"] else "up (not in inventory)"
 
 
+def _snapshots_line(section: dict[str, Any] | None) -> str:
+    """Scheduled snapshots: the latest success's age and the next run."""
+    if section is None:
+        return "snapshots no scheduled snapshot found"
+    if "error" in section:
+        return f"snapshots unreadable ({section['error']})"
+    latest = section["latest_success"]
+    return (
+        f"snapshots {section['repository']}  schedule {section['schedule']}  latest "
+        + (f"{latest} ({_duration(section['age_seconds'])} ago)" if latest else "NONE succeeded")
+        + f"  next run {section['next_run'] or 'unknown'}"
+    )
+
+
 def render_table(report: dict[str, Any]) -> str:
     """The human-readable report."""
     cluster = report["cluster"]
@@ -184,6 +198,7 @@ def render_table(report: dict[str, Any]) -> str:
             lines.append(f"service   {name}  {service['url'] or '-'}  {state}")
     else:
         lines.append("services  none in this inventory")
+    lines.append(_snapshots_line(report.get("snapshots")))
     lines.append("")
     alerts = report.get("alerts")
     if alerts is not None:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from cryptography import x509
 
 from clusterforge.client import ClusterClient
+from clusterforge.status.snapshots import collect_snapshots
 from clusterforge.status.target import SECURITY_CONFIG_TYPES, Target
 
 
@@ -89,6 +90,8 @@ def collect(target: Target, client: ClusterClient, *, timeout: float) -> dict[st
         recorded[key] = (
             client.get(base + path) if base else {"error": "no node answered GET / with 200"}
         )
+    # Scheduled snapshots (clusterforge.status.snapshots): the repositories' snapshots.
+    recorded["snapshots"] = collect_snapshots(client, base)
     if target.secured:
         # It answers without credentials, so any node that answered HTTP at all will do.
         answering = [

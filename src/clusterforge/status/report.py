@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from clusterforge.status.snapshots import snapshot_status
 from clusterforge.status.target import SECURITY_CONFIG_TYPES, Target
 
 WATERMARK_KEYS = ("low", "high", "flood_stage")
@@ -319,6 +320,8 @@ def build_report(target: Target, recorded: Mapping[str, Any], *, now: datetime) 
         problems.extend(service_problems)
     for name, reason in target.unchecked_services.items():
         services[name] = {"url": None, "healthy": None, "not_checked": reason}
+    snapshots, snapshot_problems = snapshot_status(recorded.get("snapshots") or {}, now=now)
+    problems.extend(snapshot_problems)
     return {
         "checked_at": now.isoformat(),
         "source": target.source,
@@ -336,5 +339,6 @@ def build_report(target: Target, recorded: Mapping[str, Any], *, now: datetime) 
         "security": security,
         "console": console,
         "services": services,
+        "snapshots": snapshots,
         "problems": problems,
     }
