@@ -41,7 +41,7 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 MODELS = {"ServerSettings": "user_directory", "OrderServiceSettings": "order_service"}
 USERDIR_HOSTS = ("apps-1", "apps-2")
 ORDERS_HOSTS = ("apps-1",)
-ORDERS_TOKEN = "orders-token-kept-out-of-the-log-0123456789"  # noqa: S105 (a test value)
+ORDERS_TOKEN = "orders-token-kept-out-of-the-log-0123456789"  # a test value
 
 
 def _validations(run: Any) -> tuple[Any, Counter[str]]:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: clusterforge_service_settings
-short_description: One host's settings of one service, validated by the service's own model
+short_description: The settings of one service's hosts in the play, as the run planned them
 description:
-  - Runs on the control node (no connection to the host) through
-    C(clusterforge.plan.services_plan.plan_services), with the host's C(<service>_*) variables
-    as the task sees them, templated.
-  - Fails, naming every variable at fault, when the service would refuse its settings.
-    Run it before any task that changes the host, with C(any_errors_fatal), so one bad
-    host stops every host.
+  - Runs once per play on the control node (C(run_once), C(delegate_to=localhost); no
+    connection to the hosts). Each host's settings come from O(planned) (the plan's
+    C(services) section, C(site.yml)), else from O(checked) (the inventory check's, with
+    the order delivery's real password put in: C(services.yml) alone); neither is
+    validated again, so a run validates each service host's settings once.
+  - A host that neither holds (the role in a playbook of one's own) is planned here,
+    all such hosts together, through C(clusterforge.plan.services_plan.plan_services_section),
+    with the hosts' C(<service>_*) variables over the role's defaults; it fails, naming
+    every variable at fault, when the service would refuse its settings. Run it before
+    any task that changes the hosts, with C(any_errors_fatal).
   - The result is marked no_log because C(content) holds the secrets; a failure's message
     holds none and is shown.
   - For the order service it also decides delivery into the inventory's cluster exactly
@@ -28,39 +32,36 @@ options:
       - order_service
       # END GENERATED
     required: true
+  planned:
+    description: The plan's C(services) section, C({host: {service: settings}}).
+    type: dict
+  checked:
+    description:
+      - The C(services) the inventory check of this run returned
+        (C(__clusterforge_checked_services), kept by C(playbooks/check-inventory.yml)).
+    type: dict
 """
 
 EXAMPLES = r"""
-- name: Validate this host's settings
+- name: Take the play's settings from the plan or the inventory check
   clusterforge.stack.clusterforge_service_settings:
     service: order_service
+    checked: "{{ __clusterforge_checked_services | default({}) }}"
+  run_once: true
   delegate_to: localhost
   any_errors_fatal: true
-  register: __python_service_settings
+  register: __python_service_planned
 """
 
 RETURN = r"""
-file_name:
-  description: The settings file's name.
-  returned: success
-  type: str
-public:
-  description: The settings, secrets replaced by a mark.
-  returned: success
-  type: dict
-arguments:
-  description: The unit's command-line options.
-  returned: success
-  type: list
-  elements: str
-content:
-  description: The settings file, secrets included (the result is no_log).
-  returned: success
-  type: str
-orders_search:
+hosts:
   description:
-    - The public part of the order service's delivery into the cluster (never the
-      password).
-  returned: for order_service
+    - Per host of the play, its settings - C(file_name), the settings file's name;
+      C(public), the settings with secrets replaced by a mark, and C(public_content);
+      C(arguments), the unit's command-line options; C(content), the settings file,
+      secrets included (the result is no_log).
+    - For the order service also C(orders_search), the public part of its delivery
+      into the cluster (never the password).
+  returned: success
   type: dict
 """
