@@ -283,14 +283,12 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
                     "clusterforge.stack.clusterforge_service_settings": {
                         "service": "order_service"
                     },
-                    "run_once": True,
-                    "delegate_to": "localhost",
                     "register": "planned",
                 },
                 {
                     "name": "Keep the content for the test",
                     "ansible.builtin.copy": {
-                        "content": "{{ planned.hosts[inventory_hostname].content }}",
+                        "content": "{{ planned.content }}",
                         "dest": str(tmp_path / "orders.yml"),
                         "mode": "0600",
                     },

@@ -213,9 +213,11 @@ def _inventory(directory: Path) -> Path:
 
 def _service_play(service: str, preflight: list[dict[str, Any]], kept: Path) -> dict[str, Any]:
     # The role's tasks up to the wheelhouse (which builds wheels: not what is counted).
-    settings_tasks = [
-        task for task in preflight if "clusterforge.stack.clusterforge_wheelhouse" not in task
-    ][:2]
+    settings_tasks = []
+    for task in preflight:
+        if "clusterforge.stack.clusterforge_wheelhouse" in task:
+            break
+        settings_tasks.append(task)
     return {
         "name": f"The {service} role's settings steps",
         "hosts": service,

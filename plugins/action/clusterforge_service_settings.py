@@ -1,30 +1,34 @@
-"""Action plugin: the settings of one service's hosts in the play, as this run planned them.
+"""Action plugin: one host's settings of one service, as this run planned them.
 
 Arguments:
   service: ``user_directory`` or ``order_service``.
   planned: the plan's ``services`` section (``{host: {service: settings}}``,
     clusterforge.plan.plan.build_plan), when playbooks/plan.yml planned this run
-    (site.yml): a host's settings are copied from it.
+    (site.yml): the host's settings are copied from it.
   checked: the ``services`` the inventory check of this run returned
     (playbooks/check-inventory.yml keeps them as ``__clusterforge_checked_services``),
-    for a run without a plan (services.yml alone): a host's settings are copied from it,
-    with the order delivery's real password in place of the check's placeholder
+    for a run without a plan (services.yml alone): the host's settings are copied from
+    it, with the order delivery's real password in place of the check's placeholder
     (clusterforge.plan.services_plan.with_search_password).
 
-Run it once per play (``run_once: true``, ``delegate_to: localhost``). Neither source
-validates anything again: the check validated each host's settings with the service's
-own settings model, once. Only a host that neither holds (the role included in a play of
-one's own, without check-inventory.yml) is planned here, all such hosts in one call of
-:func:`clusterforge.plan.services_plan.plan_services_section`; a refusal names every
-variable at fault.
+Neither copy validates anything again: the check validated the host's settings with the
+service's own settings model, once. The host is planned here, from its variables as the
+task sees them (inventory, facts set this run, then role defaults), templated, through
+:func:`clusterforge.plan.services_plan.plan_services`, only when neither holds it (the
+role in a playbook of one's own) or when its ``<service>_database`` is not ``sqlite``:
+the postgresql role's client step sets ``<service>_database_url`` during the run, after
+the check and the plan. A refusal names every variable at fault; run it before any task
+that changes the host, with ``any_errors_fatal: true``, so one bad host stops every host.
 
-Returns ``hosts``: per host of the play, ``file_name``, ``public`` (the settings, secrets
-replaced by a mark), ``public_content``, ``arguments`` (the unit's command-line options)
-and ``content`` (the settings file, secrets included), and for the order service
-``orders_search``, the delivery's public part (enabled, URLs, user name, the CA bundle to
-copy; never the password), decided from the cluster's and the services' variables as the
-plan decides it (clusterforge.plan.orders_search). The result is marked no_log, so the
-content is never printed, while a failure's message, which holds no secret, still is.
+Returns ``file_name``, ``public`` (the settings, secrets replaced by a mark),
+``public_content``, ``arguments`` (the unit's command-line options) and ``content`` (the
+settings file, secrets included); the result is marked no_log, so the content is never
+printed, while a failure's message, which holds no secret, still is.
+
+For the order service it also decides delivery into the inventory's cluster (the
+``opensearch`` group) exactly as the plan does (clusterforge.plan.orders_search), and
+returns ``orders_search``: its public part (enabled, URLs, user name, the CA bundle to
+copy; never the password).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from clusterforge.plan.model import plain_data
 from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
 from clusterforge.plan.services_plan import (
     SERVICES,
-    plan_services_section,
+    plan_services,
     service_hosts_variables,
     with_search_password,
 )
@@ -66,63 +70,49 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 f"clusterforge_service_settings: service is {service!r}; set it to one of "
                 f"{', '.join(sorted(SERVICES))}"
             )
-        play_hosts = [str(host) for host in task_vars.get("ansible_play_hosts_all") or []]
-        if not play_hosts:
-            play_hosts = [str(task_vars.get("inventory_hostname"))]
+        host = str(task_vars.get("inventory_hostname"))
         planned = _section(self._task.args.get("planned"), "planned")
         checked = _section(self._task.args.get("checked"), "checked")
         hosts = TaskHosts(task_vars, self._templar.template)
+        # A database other than SQLite: the postgresql role's client step set the URL
+        # during this run (its generated password), after the check and the plan.
+        runtime_url = self._templar.template(task_vars.get(f"{service}_database", "sqlite"))
         try:
             search = self._orders_search(hosts, task_vars) if service == "order_service" else None
-            settings = self._settings(service, play_hosts, planned, checked, search, hosts)
+            if runtime_url in (None, "sqlite") and _has_content(planned, host, service):
+                settings = dict(planned[host][service])
+            elif runtime_url in (None, "sqlite") and _has_content(checked, host, service):
+                settings = with_search_password({host: {service: checked[host][service]}}, search)[
+                    host
+                ][service]
+            else:
+                settings = self._plan_here(service, host, task_vars, search)
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
+        result.update(settings)
         if service == "order_service":
-            public_search = search.public() if search else dict(DISABLED)
-            for host_settings in settings.values():
-                host_settings["orders_search"] = public_search
-        result.update(hosts=settings, changed=False, _ansible_no_log=True)
+            result["orders_search"] = search.public() if search else dict(DISABLED)
+        result["changed"] = False
+        result["_ansible_no_log"] = True
         return result
 
-    def _settings(
-        self,
-        service: str,
-        play_hosts: list[str],
-        planned: dict[str, Any],
-        checked: dict[str, Any],
-        search: OrdersSearch | None,
-        hosts: TaskHosts,
-    ) -> dict[str, dict[str, Any]]:
-        """Each play host's settings: the plan's, else the check's with the real password,
-        else (neither holds the host) planned here, every such host in one call."""
-        settings: dict[str, dict[str, Any]] = {}
-        from_check: dict[str, dict[str, Any]] = {}
-        for host in play_hosts:
-            if _has_content(planned, host, service):
-                settings[host] = dict(planned[host][service])
-            elif _has_content(checked, host, service):
-                from_check[host] = {service: checked[host][service]}
-        for host, by_service in with_search_password(from_check, search).items():
-            settings[host] = by_service[service]
-        missing = [host for host in play_hosts if host not in settings]
-        if missing:
-            own = [(host, variables) for host, variables in service_vars(hosts, service)]
-            section = plan_services_section(
-                {service: [(host, variables) for host, variables in own if host in missing]},
-                PROJECT_ROOT,
-                search,
-                with_secrets=True,
-            )
-            for host, by_service in section.items():
-                settings[host] = by_service[service]
-        unplanned = [host for host in play_hosts if host not in settings]
-        if unplanned:
-            raise ClusterforgeError(
-                f"{', '.join(unplanned)}: not in the inventory group {service!r}, so no "
-                f"{service} settings are planned for it; run the {service} role on the hosts "
-                "of that group"
-            )
-        return settings
+    def _plan_here(
+        self, service: str, host: str, task_vars: dict[str, Any], search: OrdersSearch | None
+    ) -> dict[str, Any]:
+        """This host's settings planned from the variables as the task sees them
+        (inventory, facts set this run, then role defaults), templated."""
+        prefix = f"{service}_"
+        variables = {
+            name: self._templar.template(value)
+            for name, value in task_vars.items()
+            if name.startswith((prefix, "tls_proxy_listen_address"))
+        }
+        return plan_services(
+            {service: [host]},
+            {host: variables},
+            defaults={service: {}},
+            orders_search=search,
+        )[host][service].as_dict(with_secrets=True)
 
     def _orders_search(self, hosts: TaskHosts, task_vars: dict[str, Any]) -> OrdersSearch | None:
         """Delivery as the plan decides it, from the cluster's and the services' variables."""
