@@ -32,7 +32,12 @@ Arguments:
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
-    any connection; its result holds only ``checked`` and ``model_warnings``.
+    any connection; its result holds ``checked``, ``model_warnings`` and ``services``
+    (each service host's settings as the services' models validated them, settings file
+    included: the result is no_log, as the plan's is).
+  checked_services: the ``services`` of that check, in the same run (check-inventory.yml
+    keeps them as __clusterforge_checked_services): the plan takes the services' settings
+    from it rather than validating them again, and adds the delivery's real password.
 
 The services' hosts (the groups named like their roles, user_directory and
 order_service) are planned too: their settings are validated by the services' own
@@ -76,6 +81,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "restore",
             "security_files",
             "validate_only",
+            "checked_services",
         }
     )
 
@@ -134,8 +140,16 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     project_root=PROJECT_ROOT,
                     services_vars=services,
                 )
-                result.update(changed=False, checked=True, model_warnings=list(validated.warnings))
+                result.update(
+                    changed=False,
+                    checked=True,
+                    model_warnings=list(validated.warnings),
+                    services=validated.services,
+                    # The services' settings files hold their secrets.
+                    _ansible_no_log=True,
+                )
                 return result
+            checked_services = self._task.args.get("checked_services")
             plan = build_plan(
                 nodes_vars,
                 inventory_dir=inventory_dir,
@@ -146,6 +160,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 security_files=boolean(self._task.args.get("security_files", True)),
                 preview=bool(self._task.check_mode),
                 monitoring_vars=monitoring_hosts_vars(hosts),
+                checked_services=plain_data(checked_services) if checked_services else None,
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None

@@ -87,8 +87,18 @@ options:
         (C(clusterforge.plan.validation.validate_inventory)), writing, generating and
         fetching nothing. The first play of every playbook
         (C(playbooks/check-inventory.yml)) does this before any host is contacted.
+      - Its result holds C(services), each service host's settings as the services'
+        own models validated them (settings file included, so the result is no_log);
+        C(playbooks/check-inventory.yml) keeps them as C(__clusterforge_checked_services).
     type: bool
     default: false
+  checked_services:
+    description:
+      - The C(services) of the O(validate_only) check of the same run. When it holds
+        every service host, the plan's C(services) section is taken from it, with the
+        order delivery's real password put in, and the services' settings are not
+        validated a second time (C(playbooks/plan.yml) passes it).
+    type: dict
 notes:
   - Runs on the control node only and needs the C(clusterforge) Python package in the
     Python that runs Ansible.

@@ -374,8 +374,9 @@ def plan_for_cluster(
     """:func:`plan_orders_search` for a cluster model (None: the inventory has none).
 
     The plan (clusterforge.plan.plan) and the services' settings action
-    (plugins/action/clusterforge_service_settings.py) both decide through here, so a
-    service deployed alone with playbooks/services.yml gets what site.yml planned.
+    (plugins/action/clusterforge_service_settings.py, which puts its password into the
+    settings the inventory check validated) both decide through here, so a service
+    deployed alone with playbooks/services.yml gets what site.yml planned.
     """
     from clusterforge.pki.ca_rotation import CA_BUNDLE_FILE
     from clusterforge.plan.cluster_pki import resolve_pki_dir

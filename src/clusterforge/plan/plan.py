@@ -32,9 +32,12 @@ clusterforge.plan.orders_search): the user and roles go into the security files,
 template into ``orders_search``, and the settings into ``services``; the user's password
 goes only into the service's settings file, which its role writes.
 
-Nothing secret is in the plan: passwords are validated and turned into bcrypt hashes
-here, and the CA passphrase only unlocks the CA key in memory. The security files hold
-hashes, so whoever shows the plan withholds them (:func:`host_files` does).
+Nothing secret is in the plan but the services' settings files: passwords are validated
+and turned into bcrypt hashes here, and the CA passphrase only unlocks the CA key in
+memory. The security files hold hashes and each service host's ``services`` entry its
+settings file (``content``: tokens, a database URL, the delivery's password), which its
+role copies (0600) as the nodes' roles copy ``nodes``; so the action's result is no_log,
+and whoever shows the plan withholds them (:func:`host_files` writes ``public_content``).
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ def build_plan(
     review: bool = False,
     preview: bool = False,
     monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -121,7 +125,10 @@ def build_plan(
     not download engines). ``services_vars`` maps each service's group
     (``user_directory``, ``order_service``) to its hosts' variables: their settings are
     validated by the services' own settings models (clusterforge.plan.services_plan), and the
-    plan's ``services`` section holds them without their secrets.
+    plan's ``services`` section holds them: each host's settings file (``content``) and
+    its public form. ``checked_services`` is the ``services`` the inventory check of the
+    same run returned: with it they are not validated a second time
+    (:func:`clusterforge.plan.validation.validate_inventory`).
 
     ``preview`` (check mode) decides the ``groups`` section: a preview talks to the
     cluster only through the nodes that run (:func:`clusterforge.plan.removal.plan_groups`).
@@ -140,6 +147,7 @@ def build_plan(
         # A plan that fetches nothing is a review: nothing deploys from it.
         review=review or not fetch,
         generate=True,
+        checked_services=checked_services,
     )
     cluster = validated.cluster
     if cluster is None:  # validate_inventory builds one whenever there are nodes

@@ -33,7 +33,7 @@ import yaml
 
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, OrdersSearch
+from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, NOT_GENERATED, OrdersSearch
 from clusterforge.plan.tls_proxy import check_service_bind, proxied
 from clusterforge.schema import Service, load_schema
 
@@ -585,8 +585,12 @@ def plan_services_section(
     services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
     project_root: Path | None,
     orders_search: OrdersSearch | None = None,
+    *,
+    with_secrets: bool = False,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every service host's settings, secrets left out: ``{host: {service: planned}}``."""
+    """Every service host's settings: ``{host: {service: planned}}``
+    (:meth:`PlannedServiceSettings.as_dict`; ``content``, the settings file with its
+    secrets, only ``with_secrets``)."""
     hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
     if not any(hosts_by_group.values()):
         return {}
@@ -601,6 +605,57 @@ def plan_services_section(
         orders_search=orders_search,
     )
     return {
-        host: {service: settings.as_dict() for service, settings in by_service.items()}
+        host: {
+            service: settings.as_dict(with_secrets=with_secrets)
+            for service, settings in by_service.items()
+        }
         for host, by_service in planned.items()
     }
+
+
+ServicesSection = dict[str, dict[str, dict[str, Any]]]
+
+
+def section_covers(
+    section: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+) -> bool:
+    """Whether ``section`` (a services section with secrets) holds exactly the settings
+    of the hosts of ``services_vars``, each with its file's ``content``."""
+    wanted = {(host, service) for service, hosts in services_vars.items() for host, _ in hosts}
+    held = {(host, service) for host, by_service in section.items() for service in by_service}
+    return held == wanted and all(
+        isinstance(settings, Mapping) and "content" in settings
+        for by_service in section.values()
+        for settings in by_service.values()
+    )
+
+
+def with_search_password(
+    section: Mapping[str, Mapping[str, Mapping[str, Any]]], search: OrdersSearch | None
+) -> ServicesSection:
+    """A services section an inventory check planned (``plan_for_cluster(generate=False)``:
+    a password still to be generated is :data:`~clusterforge.plan.orders_search.NOT_GENERATED`
+    there) with the order delivery's real password in each order-service host's
+    ``content``.
+
+    Nothing is validated again: the service's model checked these settings with the
+    placeholder, and to the model the password is a string set together with the user
+    name, which stays. ``public`` and ``public_content`` show no password either way.
+    """
+    out = {
+        host: {service: dict(settings) for service, settings in by_service.items()}
+        for host, by_service in section.items()
+    }
+    if search is None or search.password in (None, NOT_GENERATED):
+        return out
+    for by_service in out.values():
+        settings = by_service.get("order_service")
+        if settings is None or "content" not in settings:
+            continue
+        tree = yaml.safe_load(settings["content"]) or {}
+        found = (tree.get("orders") or {}).get("search") or {}
+        if found.get("password") == NOT_GENERATED:
+            found["password"] = search.password
+            settings["content"] = _orders_file(tree)
+    return out

@@ -47,7 +47,12 @@ from clusterforge.plan.orders_search import (
     with_generated_password,
 )
 from clusterforge.plan.plugins import check_plugin
-from clusterforge.plan.services_plan import plan_services_section, service_hosts_variables
+from clusterforge.plan.services_plan import (
+    plan_services_section,
+    section_covers,
+    service_hosts_variables,
+    with_search_password,
+)
 from clusterforge.plan.snapshots import plan_snapshots
 
 
@@ -61,7 +66,9 @@ class ValidatedInventory:
     review, what would stop a deploy. ``orders_search`` says whether delivery is on; its
     password is a placeholder (clusterforge.plan.orders_search.NOT_GENERATED) unless the
     check ran with ``generate``. ``services`` is the plan's ``services`` section,
-    ``{host: {service: settings}}`` (secrets left out), planned with that delivery.
+    ``{host: {service: settings}}``, planned with that delivery: each host's settings
+    file (``content``, secrets included: whoever shows it withholds it) besides its
+    public form.
     """
 
     cluster: Cluster | None
@@ -90,6 +97,7 @@ def validate_inventory(
     services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
     review: bool = False,
     generate: bool = False,
+    checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> ValidatedInventory:
     """Check the whole inventory on the control node, writing and fetching nothing.
 
@@ -107,6 +115,13 @@ def validate_inventory(
     ``generate`` (``build_plan``) reads or generates the order service's password once
     every other check passed, so the services' settings are planned once, with it; without
     it nothing is written and they are checked with a placeholder.
+
+    ``checked_services`` is the ``services`` an earlier check of the same run returned
+    (playbooks/check-inventory.yml keeps it for playbooks/plan.yml): when it holds every
+    service host of ``services_vars``, the services' settings are not validated again,
+    only given the delivery's real password
+    (:func:`clusterforge.plan.services_plan.with_search_password`), so a ``site.yml`` run
+    validates each service host's settings once.
 
     Raises :class:`InventoryError` listing every problem, each naming its variable.
     """
@@ -167,11 +182,18 @@ def validate_inventory(
         problems.extend(deploy_only)
     if generate and not problems and (checked := orders_search) is not None:
         orders_search = _collect(problems, lambda: with_generated_password(checked), None)
-    services: dict[str, dict[str, dict[str, Any]]] = _collect(
-        problems,
-        lambda: plan_services_section(services_vars, project_root, orders_search),
-        {},
-    )
+    services: dict[str, dict[str, dict[str, Any]]] = {}
+    if checked_services is not None and section_covers(checked_services, services_vars):
+        if not problems:
+            services = with_search_password(checked_services, orders_search)
+    else:
+        services = _collect(
+            problems,
+            lambda: plan_services_section(
+                services_vars, project_root, orders_search, with_secrets=True
+            ),
+            {},
+        )
     if problems:
         raise InventoryError(list(dict.fromkeys(problems)))
     return ValidatedInventory(
