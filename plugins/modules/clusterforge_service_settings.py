@@ -8,7 +8,7 @@ short_description: One host's settings of one service, as the run planned them
 description:
   - Runs on the control node (no connection to the host). The host's settings come from
     O(planned) (the plan's C(services) section, C(site.yml)), else from O(checked) (the
-    inventory check's, with the order delivery's real password put in: C(services.yml)
+    inventory check's, with the order delivery's real password put in, for C(services.yml)
     alone); neither is validated again, so a run validates each service host's settings
     once.
   - A host that neither holds (the role in a playbook of one's own), or whose
@@ -35,7 +35,7 @@ options:
       # END GENERATED
     required: true
   planned:
-    description: The plan's C(services) section, C({host: {service: settings}}).
+    description: The plan's C(services) section, C(host -> service -> settings).
     type: dict
   checked:
     description:
