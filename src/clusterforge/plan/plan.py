@@ -178,6 +178,13 @@ def build_plan(
                 ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
             ),
         }
+    # Only a plan that looked at the nodes says what their opensearch.yml needs; without
+    # the look the field is absent and roles/opensearch restarts on any change.
+    rollout = (
+        with_config_restarts(plan_rollout(cluster, observed), nodes, observed)
+        if looked
+        else plan_rollout(cluster, observed)
+    )
     plan: dict[str, Any] = {
         "cluster": {
             **cluster_facts(cluster, pki),
@@ -210,12 +217,10 @@ def build_plan(
         "consoles": plan_consoles(cluster, consoles_vars)
         if fetch
         else consoles_unfetched(cluster, consoles_vars),
-        # Only a plan that looked at the nodes says what their opensearch.yml needs; without
-        # the look the field is absent and roles/opensearch restarts on any change.
-        "rollout": with_config_restarts(plan_rollout(cluster, observed), nodes, observed)
-        if looked
-        else plan_rollout(cluster, observed),
-        "removal": plan_removal(cluster, observed),
+        "rollout": rollout,
+        "removal": plan_removal(
+            cluster, observed, awareness_paused=rollout["awareness_pause"]["pause"]
+        ),
         "groups": plan_groups(cluster, observed, preview=preview),
         "services": validated.services,
         "snapshots": snapshots,
@@ -245,10 +250,13 @@ def with_observed(
     back into the plan to compare it with the one it writes.
     """
     cluster = build_cluster(nodes_vars)
+    rollout = with_config_restarts(plan_rollout(cluster, observed), plan["nodes"], observed)
     return {
         **{section: plan[section] for section in PLAN_SECTIONS},
-        "rollout": with_config_restarts(plan_rollout(cluster, observed), plan["nodes"], observed),
-        "removal": plan_removal(cluster, observed),
+        "rollout": rollout,
+        "removal": plan_removal(
+            cluster, observed, awareness_paused=rollout["awareness_pause"]["pause"]
+        ),
         "groups": plan_groups(cluster, observed, preview=preview),
     }
 

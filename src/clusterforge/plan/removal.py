@@ -82,7 +82,12 @@ def plan_groups(
     }
 
 
-def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def plan_removal(
+    cluster: Cluster,
+    observed: Mapping[str, Mapping[str, Any]],
+    *,
+    awareness_paused: bool | None = None,
+) -> dict[str, Any]:
     """The nodes marked ``opensearch_node_state: absent``, and the refusal, before any
     host changes, of a removal that would leave fewer than a quorum of the cluster
     managers the cluster has now, or fewer data nodes than its indices' replicas need.
@@ -153,7 +158,13 @@ def plan_removal(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         "via": running[0] if running else None,
         "zones_leaving": zones_leaving,
         "drain_settings": drain_settings(
-            names, zones_leaving, paused=observed_awareness_pause(cluster, observed)["pause"]
+            names,
+            zones_leaving,
+            # The rollout's decision when the caller has it (build_plan), so the nodes'
+            # opensearch.yml files are read once.
+            paused=observed_awareness_pause(cluster, observed)["pause"]
+            if awareness_paused is None
+            else awareness_paused,
         ),
     }
 
