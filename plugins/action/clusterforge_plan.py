@@ -60,7 +60,7 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.inventory.reader import inventory_read_problem
-from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
+from clusterforge.inventory.variables import TaskHosts, database_vars, model_vars, services_vars
 from clusterforge.plan.model import plain_data
 from clusterforge.plan.monitoring import monitoring_hosts_vars
 from clusterforge.plan.plan import (
@@ -152,6 +152,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     consoles_vars=consoles_vars,
                     project_root=PROJECT_ROOT,
                     services_vars=services,
+                    database_vars=database_vars(hosts),
                 )
                 result.update(
                     changed=False,
@@ -174,6 +175,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 preview=bool(self._task.check_mode),
                 monitoring_vars=monitoring_hosts_vars(hosts),
                 checked_services=plain_data(checked_services) if checked_services else None,
+                database_vars=database_vars(hosts),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None

@@ -108,6 +108,7 @@ def build_plan(
     preview: bool = False,
     monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
     checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+    database_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -128,7 +129,8 @@ def build_plan(
     plan's ``services`` section holds them: each host's settings file (``content``) and
     its public form. ``checked_services`` is the ``services`` the inventory check of the
     same run returned: with it they are not validated a second time
-    (:func:`clusterforge.plan.validation.validate_inventory`).
+    (:func:`clusterforge.plan.validation.validate_inventory`). ``database_vars``: the
+    group postgresql's hosts, whose first one a service on PostgreSQL connects to.
 
     ``preview`` (check mode) decides the ``groups`` section: a preview talks to the
     cluster only through the nodes that run (:func:`clusterforge.plan.removal.plan_groups`).
@@ -148,6 +150,7 @@ def build_plan(
         review=review or not fetch,
         generate=True,
         checked_services=checked_services,
+        database_vars=database_vars,
     )
     cluster = validated.cluster
     if cluster is None:  # validate_inventory builds one whenever there are nodes
