@@ -193,6 +193,27 @@ def _effective_database_url(value: Any, data_dir: Any, file_name: str) -> str:
     return url if url else f"sqlite:///{data_dir}/{file_name}"
 
 
+def _database_url(
+    service: str,
+    variables: Mapping[str, Any],
+    problems: list[str],
+    *,
+    host: str,
+    database: DatabaseServer | None,
+    file_name: str,
+) -> tuple[str, str | None]:
+    """The host's database URL and, on PostgreSQL, the file of its password: PostgreSQL's
+    planned here (clusterforge.plan.services_database), else ``<service>_database_url`` or
+    the SQLite file ``file_name`` in the data directory."""
+    on_postgresql = plan_database_url(service, variables, problems, host=host, server=database)
+    if on_postgresql:
+        return on_postgresql[0], str(on_postgresql[1])
+    url = _effective_database_url(
+        variables.get(f"{service}_database_url"), variables.get(f"{service}_data_dir"), file_name
+    )
+    return url, None
+
+
 def _check_int(
     problems: list[str], variables: Mapping[str, Any], name: str, low: int, high: int | None
 ) -> None:
@@ -277,8 +298,8 @@ def _plan_user_directory(
     from pydantic import ValidationError
 
     before = len(problems)
-    on_postgresql = plan_database_url(
-        "user_directory", variables, problems, host=host, server=database
+    database_url, password_file = _database_url(
+        "user_directory", variables, problems, host=host, database=database, file_name="userdir.db"
     )
     if proxied(variables, "user_directory"):
         problems.extend(check_service_bind(variables, "user_directory", host=host))
@@ -286,15 +307,6 @@ def _plan_user_directory(
         _check_int(problems, variables, "user_directory_port", 1, 65535)
     _check_int(problems, variables, "user_directory_workers", 1, None)
     tokens = _token_list(problems, variables, "user_directory_auth_tokens", "vault_userdir_token")
-    database_url = (
-        on_postgresql[0]
-        if on_postgresql
-        else _effective_database_url(
-            variables.get("user_directory_database_url"),
-            variables.get("user_directory_data_dir"),
-            "userdir.db",
-        )
-    )
     # The URL's form is the service's settings model's to check (below), once.
     settings_input = {
         "database_url": database_url,
@@ -350,7 +362,7 @@ def _plan_user_directory(
             "port": int(_application_port(variables, "user_directory")),
             "workers": int(variables["user_directory_workers"]),
         },
-        database_password_file=str(on_postgresql[1]) if on_postgresql else None,
+        database_password_file=password_file,
     )
 
 
@@ -392,17 +404,8 @@ def _plan_order_service(
     from pydantic import ValidationError
 
     before = len(problems)
-    on_postgresql = plan_database_url(
-        "order_service", variables, problems, host=host, server=database
-    )
-    database_url = (
-        on_postgresql[0]
-        if on_postgresql
-        else _effective_database_url(
-            variables.get("order_service_database_url"),
-            variables.get("order_service_data_dir"),
-            "orders.db",
-        )
+    database_url, password_file = _database_url(
+        "order_service", variables, problems, host=host, database=database, file_name="orders.db"
     )
     _check_database_url(problems, "order_service_database_url", database_url)
     for name in ("order_service_event_async", "order_service_listeners"):
@@ -468,7 +471,7 @@ def _plan_order_service(
         public=public,
         public_content=_orders_file(public),
         arguments={"host": settings.orders.host, "port": settings.orders.port},
-        database_password_file=str(on_postgresql[1]) if on_postgresql else None,
+        database_password_file=password_file,
     )
 
 
