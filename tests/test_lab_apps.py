@@ -15,8 +15,8 @@ from clusterforge.lab.cluster import (
     USER_DIRECTORY_TOKEN,
     Lab,
     LabNode,
-    _service_facts,
 )
+from clusterforge.lab.summary import service_facts
 
 NODES = [LabNode(f"opensearch-{index}", f"127.0.0.{10 + index}", 2222) for index in (1, 2, 3)]
 APPS = LabNode(APPS_HOST, "127.0.0.21", 2222)
@@ -101,7 +101,7 @@ def test_lab_json_gives_base_urls_and_the_token_files(tmp_path: Path) -> None:
         "user_directory_token_file": user_directory_token,
         "orders_token_file": orders_token,
     }
-    assert _service_facts(APPS, **files) == {
+    assert service_facts(APPS, **files) == {
         "services": {
             "user_directory": f"https://127.0.0.21:{USER_DIRECTORY_PORT}",
             "orders": f"https://127.0.0.21:{ORDERS_PORT}",
@@ -110,4 +110,4 @@ def test_lab_json_gives_base_urls_and_the_token_files(tmp_path: Path) -> None:
         "user_directory_token_file": str(user_directory_token),
         "orders_token_file": str(orders_token),
     }
-    assert _service_facts(None, **files) == {"services": {}}
+    assert service_facts(None, **files) == {"services": {}}

@@ -12,7 +12,8 @@ from typing import ClassVar
 
 import pytest
 
-from clusterforge.lab.cluster import _print_summary, curl_example
+from clusterforge.lab.cluster import curl_example
+from clusterforge.lab.summary import print_summary
 
 
 class _RecordingHandler(http.server.BaseHTTPRequestHandler):
@@ -98,7 +99,7 @@ def test_the_summary_names_both_services_token_files_but_no_token(
         "orders_token_file": str(orders_token),
         "changed": 0,
     }
-    _print_summary(facts, elapsed=1.0, lab_dir=tmp_path)
+    print_summary(facts, elapsed=1.0, lab_dir=tmp_path)
     lines = capsys.readouterr().out.splitlines()
     orders = [line for line in lines if line.startswith("service  orders")]
     directory = [line for line in lines if line.startswith("service  user directory")]

@@ -9,6 +9,8 @@ from typing import Any
 import jinja2
 import yaml
 
+from clusterforge.plan.services_database import database_server, plan_database_url
+
 ROLE = Path(__file__).resolve().parents[1] / "roles" / "postgresql"
 
 
@@ -81,13 +83,30 @@ def test_pg_hba_admits_the_services_over_tls_only() -> None:
     ]
 
 
-def test_the_services_database_url_verifies_the_server() -> None:
-    """The URL client_url.yml builds asks for verify-full against the bundle on the host."""
+def test_the_services_database_url_verifies_the_server(tmp_path: Path) -> None:
+    """The URL the plan builds (clusterforge.plan.services_database) asks for verify-full
+    against the bundle client_url.yml has the service's role place on the host."""
+    server = database_server(
+        [("db-1", {"postgresql_listen_addresses": ["fd00::5"], "postgresql_port": 5432})],
+        inventory_dir=tmp_path,
+    )
+    problems: list[str] = []
+    planned = plan_database_url(
+        "order_service",
+        {"order_service_database": "postgresql", "order_service_config_dir": "/etc/orders x"},
+        problems,
+        host="apps-1",
+        server=server,
+    )
+    assert not problems and planned is not None
+    url, password_file = planned
+    assert url.startswith("postgresql+psycopg://clusterforge_orders:")
+    assert "@[fd00::5]:5432/clusterforge_orders?" in url
+    assert url.endswith("?sslmode=verify-full&sslrootcert=/etc/orders%20x/postgresql-ca.pem")
+    assert password_file == tmp_path / ".postgresql" / "order_service.password"
     tasks = yaml.safe_load((ROLE / "tasks" / "client_url.yml").read_text())
-    url_task = next(task for task in tasks if "database_url" in task["name"])
-    assert url_task["no_log"] is True
-    expression = next(iter(url_task["ansible.builtin.set_fact"].values()))
-    assert "?sslmode=verify-full&sslrootcert=%s" in expression
+    # The role sets no URL of its own: the plan's is the one the service gets.
+    assert not [task for task in tasks if "database_url" in task.get("name", "")]
     bundle_task = next(
         task for task in tasks if "clusterforge.stack.clusterforge_host_certificate" in task
     )

@@ -9,6 +9,8 @@ The services' settings models (``ServerSettings`` of the user directory,
   the plan (plan.yml: ``build_plan`` with the check's ``services``), and what the roles
   copy (the plan's ``services`` section, with the delivery's real password). Counted with
   the interpreter's profiling hook, which sees every Python call: nothing is patched.
+- a PostgreSQL host the same way: its database URL is planned with its settings (the
+  first host of the group postgresql, the generated password), validated once, and copied.
 - services.yml's steps for real, with ansible-playbook on this machine: check-inventory.yml
   imported twice (site.yml imports it through plan.yml and services.yml), then each
   service's play running the role's own preflight tasks (read from
@@ -29,8 +31,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
 import yaml
 
+from clusterforge.errors import InventoryError
 from clusterforge.plan.orders_search import NOT_GENERATED
 from clusterforge.plan.plan import build_plan
 from clusterforge.plan.validation import validate_inventory
@@ -42,6 +46,8 @@ MODELS = {"ServerSettings": "user_directory", "OrderServiceSettings": "order_ser
 USERDIR_HOSTS = ("apps-1", "apps-2")
 ORDERS_HOSTS = ("apps-1",)
 ORDERS_TOKEN = "orders-token-kept-out-of-the-log-0123456789"  # a test value
+# The db host (never contacted): an unused loopback address.
+DATABASE_VARS = [("db-1", {"postgresql_listen_addresses": ["127.0.0.95"], "postgresql_port": 5433})]
 
 
 def _validations(run: Any) -> tuple[Any, Counter[str]]:
@@ -132,6 +138,101 @@ def test_a_plan_without_a_check_validates_once(tmp_path: Path) -> None:
         assert "apps-9" not in plan["services"]
 
 
+def _postgresql_services_vars() -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """apps-2's user directory and apps-1's order service on PostgreSQL."""
+    services = _services_vars()
+    services["user_directory"][1][1]["user_directory_database"] = "postgresql"
+    services["order_service"][0][1]["order_service_database"] = "postgresql"
+    return services
+
+
+def _url(service: str, password: str, config_dir: str) -> str:
+    names = {"user_directory": "clusterforge_userdir", "order_service": "clusterforge_orders"}
+    return (
+        f"postgresql+psycopg://{names[service]}:{password}@127.0.0.95:5433/{names[service]}"
+        f"?sslmode=verify-full&sslrootcert={config_dir}/postgresql-ca.pem"
+    )
+
+
+def test_a_postgresql_host_is_validated_once_with_the_url_the_plan_builds(tmp_path: Path) -> None:
+    nodes = cluster_nodes(tmp_path)
+    services = _postgresql_services_vars()
+    checked, at_check = _validations(
+        lambda: validate_inventory(
+            nodes,
+            inventory_dir=tmp_path,
+            project_root=ROOT,
+            services_vars=services,
+            database_vars=DATABASE_VARS,
+        )
+    )
+    # Once per host, the PostgreSQL ones included (with the URL, its password a placeholder).
+    assert at_check == {"user_directory": len(USERDIR_HOSTS), "order_service": len(ORDERS_HOSTS)}
+    passwords = tmp_path / ".postgresql"
+    assert not passwords.exists()  # the check writes nothing
+    held = checked.services["apps-2"]["user_directory"]
+    assert _url("user_directory", NOT_GENERATED, "/etc/clusterforge-userdir") in held["content"]
+    assert held["public"]["database_url"] == "<secret: left out>"
+    plan, at_plan = _validations(
+        lambda: build_plan(
+            nodes,
+            inventory_dir=tmp_path,
+            project_root=ROOT,
+            fetch=False,
+            services_vars=services,
+            checked_services=json.loads(json.dumps(checked.services)),
+            database_vars=DATABASE_VARS,
+        )
+    )
+    assert at_plan == Counter()
+    # The password the postgresql role gives the login role: one 0600 file per service.
+    userdir_password = (passwords / "user_directory.password").read_text().strip()
+    orders_password = (passwords / "order_service.password").read_text().strip()
+    assert (passwords / "user_directory.password").stat().st_mode & 0o777 == 0o600
+    assert len(userdir_password) == 32 and userdir_password.isalnum()
+    planned = plan["services"]
+    userdir = planned["apps-2"]["user_directory"]["content"]
+    assert (
+        f'CLUSTERFORGE_USERDIR_DATABASE_URL="'
+        f'{_url("user_directory", userdir_password, "/etc/clusterforge-userdir")}"' in userdir
+    )
+    assert NOT_GENERATED not in userdir
+    orders = yaml.safe_load(planned["apps-1"]["order_service"]["content"])
+    assert orders["orders"]["database-url"] == _url(
+        "order_service", orders_password, "/etc/clusterforge-orders"
+    )
+    # The SQLite host is as before; no password is in what a preview shows.
+    assert "sqlite:///" in planned["apps-1"]["user_directory"]["content"]
+    assert userdir_password not in json.dumps(
+        {host: {s: v["public"] for s, v in by.items()} for host, by in planned.items()}
+    )
+
+
+def test_postgresql_without_a_db_host_or_with_a_url_of_its_own_is_refused(tmp_path: Path) -> None:
+    services = _postgresql_services_vars()
+    with pytest.raises(InventoryError) as refused:
+        validate_inventory(
+            cluster_nodes(tmp_path),
+            inventory_dir=tmp_path,
+            project_root=ROOT,
+            services_vars=services,
+        )
+    assert any(
+        "user_directory_database is postgresql on apps-2: put the db host in the inventory "
+        "group postgresql" in problem
+        for problem in refused.value.problems
+    )
+    services["user_directory"][1][1]["user_directory_database_url"] = "sqlite:////tmp/x.db"
+    with pytest.raises(InventoryError, match="leave user_directory_database_url unset"):
+        validate_inventory(
+            cluster_nodes(tmp_path),
+            inventory_dir=tmp_path,
+            project_root=ROOT,
+            services_vars=services,
+            database_vars=DATABASE_VARS,
+        )
+
+
 COUNTER = """\
 import os
 
@@ -175,7 +276,19 @@ def _inventory(directory: Path) -> Path:
                                 "os-3": {"ansible_host": "127.0.0.93"},
                             }
                         },
-                        "user_directory": {"hosts": {host: local for host in USERDIR_HOSTS}},
+                        "user_directory": {
+                            "hosts": {
+                                # apps-2 on PostgreSQL: its URL is planned with its settings.
+                                host: {**local, "user_directory_database": "postgresql"}
+                                if host == "apps-2"
+                                else local
+                                for host in USERDIR_HOSTS
+                            }
+                        },
+                        # Never contacted: no play targets it.
+                        "postgresql": {
+                            "hosts": {host: dict(variables) for host, variables in DATABASE_VARS}
+                        },
                         "order_service": {
                             "hosts": {
                                 host: {**local, "order_service_auth_tokens": [ORDERS_TOKEN]}
@@ -294,6 +407,13 @@ def test_services_yml_steps_validate_each_service_host_once(tmp_path: Path) -> N
     assert orders["orders"]["auth-tokens"] == [ORDERS_TOKEN]
     for host in USERDIR_HOSTS:
         assert "CLUSTERFORGE_USERDIR_DATABASE_URL=" in (kept / f"user_directory-{host}").read_text()
+    # apps-2's URL, copied from the check with the generated password put in.
+    database_password = (inventory / ".postgresql" / "user_directory.password").read_text().strip()
+    assert (
+        _url("user_directory", database_password, "/etc/clusterforge-userdir")
+        in (kept / "user_directory-apps-2").read_text()
+    )
+    assert database_password not in output
     # Secrets in no output, -v included.
     assert password not in output
     assert ORDERS_TOKEN not in output

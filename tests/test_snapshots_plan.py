@@ -14,8 +14,14 @@ import pytest
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plan import build_plan, with_restore
-from clusterforge.plan.snapshots import DIGEST_PREFIX, SM_PLUGINS, plan_restore, plan_snapshots
+from clusterforge.plan.plan import build_plan, with_restore, with_restore_snapshot
+from clusterforge.plan.snapshots import (
+    DIGEST_PREFIX,
+    SM_PLUGINS,
+    plan_restore,
+    plan_restore_snapshot,
+    plan_snapshots,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -284,3 +290,53 @@ def test_the_role_restores_what_the_plan_chose_and_stops_on_an_unknown_index(
     assert refused.returncode != 0
     assert "Snapshot nightly-1 holds no index missing; it holds" in refused.stdout
     assert not (tmp_path / "selected.json").exists()
+
+
+def _listed(name: str, state: str, ended: int) -> dict[str, Any]:
+    """One entry of GET _snapshot/<repository>/_all, as the engine answers (the fields read)."""
+    return {"snapshot": name, "state": state, "end_time_in_millis": ended, "indices": HELD}
+
+
+def test_latest_is_the_newest_successful_snapshot_by_its_end_time() -> None:
+    # Listed by start time, as the engine lists them: the one that ended last is not the
+    # last listed, and a failed or partial one never counts, however new.
+    listed = [
+        _listed("nightly-1", "SUCCESS", 1_000),
+        _listed("long-one", "SUCCESS", 9_000),
+        _listed("nightly-2", "SUCCESS", 5_000),
+        _listed("broken", "PARTIAL", 12_000),
+        _listed("failed", "FAILED", 13_000),
+        {"snapshot": "running", "state": "IN_PROGRESS", "indices": HELD},
+    ]
+    assert plan_restore_snapshot("latest", listed) == {"snapshot": "long-one"}
+    # Two that ended together: the one listed last (as the role's sort did).
+    tied = [_listed("a", "SUCCESS", 7_000), _listed("b", "SUCCESS", 7_000)]
+    assert plan_restore_snapshot("latest", tied) == {"snapshot": "b"}
+
+
+def test_a_named_snapshot_is_taken_as_given_without_a_list() -> None:
+    assert plan_restore_snapshot("before-upgrade", []) == {"snapshot": "before-upgrade"}
+    # Only the exact word is special: a snapshot may be named like it otherwise.
+    assert plan_restore_snapshot("latest-1", []) == {"snapshot": "latest-1"}
+
+
+def test_latest_without_a_successful_snapshot_is_refused_naming_what_the_repository_holds() -> None:
+    with pytest.raises(InventoryError) as refused:
+        plan_restore_snapshot("latest", [_listed("broken", "PARTIAL", 3_000)], repository="backups")
+    message = refused.value.problems[0]
+    assert "repository backups holds no successful snapshot" in message
+    assert "broken (PARTIAL)" in message
+    with pytest.raises(InventoryError, match="it holds: no snapshot"):
+        plan_restore_snapshot("latest", [], repository="backups")
+
+
+def test_the_plan_keeps_the_chosen_snapshot_beside_the_indices() -> None:
+    plan = build_plan(nodes(opensearch_snapshot_repository="backups"), fetch=False)
+    listed = [_listed("nightly-1", "SUCCESS", 1_000), _listed("nightly-2", "SUCCESS", 2_000)]
+    chosen = with_restore_snapshot({**plan, "changed": False}, "latest", listed)
+    assert chosen["snapshots"] == {**plan["snapshots"], "restore": {"snapshot": "nightly-2"}}
+    assert "changed" not in chosen
+    decided = with_restore(chosen, "nightly-2", HELD, "users")
+    assert decided["snapshots"]["restore"] == {"snapshot": "nightly-2", "indices": ["users"]}
+    with pytest.raises(InventoryError, match="repository backups holds no successful"):
+        with_restore_snapshot(plan, "latest", [])

@@ -289,3 +289,18 @@ def test_latest_restores_the_newest_success_beside_the_live_indices(
     )
     assert bad.returncode != 0
     assert "restore_rename_prefix _bad cannot start an index name" in bad.stdout
+
+
+def test_latest_over_a_repository_without_a_success_is_refused_before_any_restore(
+    tmp_path: Path, standin: StandinSnapshotApi
+) -> None:
+    standin.registered = {"type": "fs", "settings": {"location": standin.location}}
+    standin.snapshots.update(broken=["orders"])
+    standin.states["broken"] = "PARTIAL"
+    refused = run(play(tmp_path, standin, ["restore.yml"], opensearch_snapshots_name="latest"))
+    assert refused.returncode != 0
+    output = " ".join(refused.stdout.split())
+    assert "repository backups holds no successful snapshot (it holds: broken (PARTIAL))" in output
+    # The plan refused it: nothing was looked up by name, closed or restored.
+    assert standin.restores == []
+    assert not [request for request in standin.requests if "/_snapshot/backups/broken" in request]

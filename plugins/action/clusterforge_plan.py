@@ -29,6 +29,10 @@ Arguments:
     and indices as the cluster reports them, and restore_indices): the plan comes back
     with ``snapshots.restore.indices``, the indices the restore touches
     (clusterforge.plan.plan.with_restore), or the refusal of an index the snapshot lacks.
+  restore_snapshot: with ``planned``, {requested, snapshots} (snapshot_name, and the
+    repository's snapshots as the cluster lists them): the plan comes back with
+    ``snapshots.restore.snapshot``, the snapshot the restore reads, ``latest`` resolved to
+    the newest successful one (clusterforge.plan.plan.with_restore_snapshot).
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
@@ -56,10 +60,16 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.inventory.reader import inventory_read_problem
-from clusterforge.inventory.variables import TaskHosts, model_vars, services_vars
+from clusterforge.inventory.variables import TaskHosts, database_vars, model_vars, services_vars
 from clusterforge.plan.model import plain_data
 from clusterforge.plan.monitoring import monitoring_hosts_vars
-from clusterforge.plan.plan import build_plan, with_observed, with_restarts, with_restore
+from clusterforge.plan.plan import (
+    build_plan,
+    with_observed,
+    with_restarts,
+    with_restore,
+    with_restore_snapshot,
+)
 from clusterforge.plan.services_plan import SERVICES
 from clusterforge.plan.validation import validate_inventory
 
@@ -79,6 +89,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "changes",
             "hosts",
             "restore",
+            "restore_snapshot",
             "security_files",
             "validate_only",
             "checked_services",
@@ -101,6 +112,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             return self._restarts(result)
         if "restore" in self._task.args:
             return self._restore(result)
+        if "restore_snapshot" in self._task.args:
+            return self._restore_snapshot(result)
         group = self._task.args.get("group", "opensearch")
         hosts = TaskHosts(task_vars, self._templar.template)
         # The inventory's directory, from any host of the groups planned (a services-only
@@ -139,6 +152,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     consoles_vars=consoles_vars,
                     project_root=PROJECT_ROOT,
                     services_vars=services,
+                    database_vars=database_vars(hosts),
                 )
                 result.update(
                     changed=False,
@@ -161,6 +175,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 preview=bool(self._task.check_mode),
                 monitoring_vars=monitoring_hosts_vars(hosts),
                 checked_services=plain_data(checked_services) if checked_services else None,
+                database_vars=database_vars(hosts),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
@@ -184,6 +199,33 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 str(restore.get("snapshot") or ""),
                 [str(index) for index in restore.get("snapshot_indices") or []],
                 plain_data(restore.get("requested")),
+            )
+        except InventoryError as error:
+            raise AnsibleActionFail("\n".join(error.problems)) from None
+        result.update(changed=False, _ansible_no_log=True, **plan)
+        return result
+
+    def _restore_snapshot(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The snapshot the restore reads, added to ``planned``'s snapshots section."""
+        args = self._task.args
+        planned = args.get("planned")
+        asked = args.get("restore_snapshot")
+        if not planned or not isinstance(asked, Mapping):
+            raise AnsibleActionFail(
+                "restore_snapshot needs planned (register: __clusterforge_plan) and a mapping "
+                "{requested, snapshots}"
+            )
+        snapshots = plain_data(asked.get("snapshots") or [])
+        if not isinstance(snapshots, list) or not all(
+            isinstance(entry, Mapping) for entry in snapshots
+        ):
+            raise AnsibleActionFail(
+                "restore_snapshot.snapshots must be the repository's list of snapshots "
+                "(GET _snapshot/<repository>/_all: its snapshots)"
+            )
+        try:
+            plan = with_restore_snapshot(
+                plain_data(planned), str(asked.get("requested") or ""), snapshots
             )
         except InventoryError as error:
             raise AnsibleActionFail("\n".join(error.problems)) from None

@@ -12,13 +12,15 @@ Arguments:
     (clusterforge.plan.services_plan.with_search_password).
 
 Neither copy validates anything again: the check validated the host's settings with the
-service's own settings model, once. The host is planned here, from its variables as the
-task sees them (inventory, facts set this run, then role defaults), templated, through
+service's own settings model, once, a PostgreSQL host's database URL included (the plan
+builds it from the group postgresql's first host: clusterforge.plan.services_database;
+copied from the check, its generated password is put in here, as the plan does). The host
+is planned here, from its variables as the task sees them (inventory, facts set this
+run, then role defaults), templated, through
 :func:`clusterforge.plan.services_plan.plan_services`, only when neither holds it (the
-role in a playbook of one's own) or when its ``<service>_database`` is not ``sqlite``:
-the postgresql role's client step sets ``<service>_database_url`` during the run, after
-the check and the plan. A refusal names every variable at fault; run it before any task
-that changes the host, with ``any_errors_fatal: true``, so one bad host stops every host.
+role in a playbook of one's own). A refusal names every variable at fault; run it before
+any task that changes the host, with ``any_errors_fatal: true``, so one bad host stops
+every host.
 
 Returns ``file_name``, ``public`` (the settings, secrets replaced by a mark),
 ``public_content``, ``arguments`` (the unit's command-line options) and ``content`` (the
@@ -41,9 +43,10 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.inventory.variables import TaskHosts, build_model, service_vars
+from clusterforge.inventory.variables import TaskHosts, build_model, database_vars, service_vars
 from clusterforge.plan.model import plain_data
 from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
+from clusterforge.plan.services_database import database_server, with_database_passwords
 from clusterforge.plan.services_plan import (
     SERVICES,
     plan_services,
@@ -74,19 +77,15 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         planned = _section(self._task.args.get("planned"), "planned")
         checked = _section(self._task.args.get("checked"), "checked")
         hosts = TaskHosts(task_vars, self._templar.template)
-        # A database other than SQLite: the postgresql role's client step set the URL
-        # during this run (its generated password), after the check and the plan.
-        runtime_url = self._templar.template(task_vars.get(f"{service}_database", "sqlite"))
         try:
             search = self._orders_search(hosts, task_vars) if service == "order_service" else None
-            if runtime_url in (None, "sqlite") and _has_content(planned, host, service):
+            if _has_content(planned, host, service):
                 settings = dict(planned[host][service])
-            elif runtime_url in (None, "sqlite") and _has_content(checked, host, service):
-                settings = with_search_password({host: {service: checked[host][service]}}, search)[
-                    host
-                ][service]
+            elif _has_content(checked, host, service):
+                copied = with_search_password({host: {service: checked[host][service]}}, search)
+                settings = with_database_passwords(copied)[host][service]
             else:
-                settings = self._plan_here(service, host, task_vars, search)
+                settings = self._plan_here(service, host, hosts, task_vars, search)
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
         result.update(settings)
@@ -97,7 +96,12 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         return result
 
     def _plan_here(
-        self, service: str, host: str, task_vars: dict[str, Any], search: OrdersSearch | None
+        self,
+        service: str,
+        host: str,
+        hosts: TaskHosts,
+        task_vars: dict[str, Any],
+        search: OrdersSearch | None,
     ) -> dict[str, Any]:
         """This host's settings planned from the variables as the task sees them
         (inventory, facts set this run, then role defaults), templated."""
@@ -107,12 +111,15 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             for name, value in task_vars.items()
             if name.startswith((prefix, "tls_proxy_listen_address"))
         }
-        return plan_services(
+        inventory_dir = Path(task_vars.get("inventory_dir") or Path.cwd())
+        planned = plan_services(
             {service: [host]},
             {host: variables},
             defaults={service: {}},
             orders_search=search,
+            database=database_server(database_vars(hosts), inventory_dir=inventory_dir),
         )[host][service].as_dict(with_secrets=True)
+        return with_database_passwords({host: {service: planned}})[host][service]
 
     def _orders_search(self, hosts: TaskHosts, task_vars: dict[str, Any]) -> OrdersSearch | None:
         """Delivery as the plan decides it, from the cluster's and the services' variables."""

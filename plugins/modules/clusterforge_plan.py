@@ -59,6 +59,16 @@ options:
         touches (C(clusterforge.plan.plan.with_restore)), or the run fails naming each
         index the snapshot does not hold.
     type: dict
+  restore_snapshot:
+    description:
+      - With O(planned), the restore's snapshot - C(requested), C(snapshot_name) as given;
+        C(snapshots), the repository's snapshots as the cluster lists them
+        (C(GET _snapshot/<repository>/_all)), needed for C(latest) only.
+      - O(planned) comes back with C(snapshots.restore.snapshot), the snapshot the restore
+        reads - C(latest) resolved to the newest successful one by its end time
+        (C(clusterforge.plan.plan.with_restore_snapshot)) - or the run fails when the
+        repository holds no successful snapshot.
+    type: dict
   changes:
     description:
       - The changes every host recorded this run, as C({host, reason, restart}) items

@@ -66,6 +66,7 @@ def render_to_directory(
         # A review may show the example inventory; the warning says why it would not deploy.
         review=True,
         services_vars=read.services,
+        database_vars=read.databases,
         monitoring_vars=monitoring_hosts_vars(reader),
     )
     for warning in plan["model_warnings"]:

@@ -95,6 +95,16 @@ def services_vars(source: HostSource) -> dict[str, HostVars]:
     return {service: service_vars(source, service) for service in SERVICES}
 
 
+def database_vars(source: HostSource) -> HostVars:
+    """(inventory name, its ``postgresql_*`` variables, templated) for every host of the
+    group postgresql: the db host a service on PostgreSQL connects to
+    (clusterforge.plan.services_database)."""
+    return [
+        (host, plain_data(source.variables(host, lambda name: name.startswith("postgresql_"))))
+        for host in source.hosts("postgresql")
+    ]
+
+
 def build_model(source: HostSource, group: str = CLUSTER_GROUP) -> tuple[Cluster, HostVars]:
     """The cluster model of ``group``'s hosts, with the variables it was built from."""
     nodes = model_vars(source, group)
@@ -112,6 +122,8 @@ class InventoryVars:
     services: dict[str, HostVars]
     # Each service host's ansible_host, where it has one (scripts/status reaches it there).
     addresses: dict[str, str] = field(default_factory=dict)
+    # The db host's postgresql_* variables (database_vars).
+    databases: HostVars = field(default_factory=list)
 
     def cluster(self) -> Cluster:
         return build_cluster(self.nodes)
@@ -145,6 +157,7 @@ def read_inventory(
         consoles=consoles,
         services=services,
         addresses=addresses,
+        databases=database_vars(reader),
     )
 
 

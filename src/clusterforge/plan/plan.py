@@ -72,7 +72,7 @@ from clusterforge.plan.render import ADMIN_CERT_FILE, NODE_CA_FILE, NODE_CERT_FI
 from clusterforge.plan.restarts import plan_rollout, restart_decision, with_config_restarts
 from clusterforge.plan.snapshot_schedule import complete_schedule
 from clusterforge.plan.snapshot_schedule import snapshot_password as scheduled_snapshot_password
-from clusterforge.plan.snapshots import plan_restore
+from clusterforge.plan.snapshots import plan_restore, plan_restore_snapshot
 from clusterforge.plan.validation import validate_inventory
 
 # The top-level sections of a plan (build_plan's keys): what with_observed keeps of a
@@ -108,6 +108,7 @@ def build_plan(
     preview: bool = False,
     monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
     checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+    database_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -128,7 +129,8 @@ def build_plan(
     plan's ``services`` section holds them: each host's settings file (``content``) and
     its public form. ``checked_services`` is the ``services`` the inventory check of the
     same run returned: with it they are not validated a second time
-    (:func:`clusterforge.plan.validation.validate_inventory`).
+    (:func:`clusterforge.plan.validation.validate_inventory`). ``database_vars``: the
+    group postgresql's hosts, whose first one a service on PostgreSQL connects to.
 
     ``preview`` (check mode) decides the ``groups`` section: a preview talks to the
     cluster only through the nodes that run (:func:`clusterforge.plan.removal.plan_groups`).
@@ -148,6 +150,7 @@ def build_plan(
         review=review or not fetch,
         generate=True,
         checked_services=checked_services,
+        database_vars=database_vars,
     )
     cluster = validated.cluster
     if cluster is None:  # validate_inventory builds one whenever there are nodes
@@ -292,11 +295,35 @@ def with_restore(
     unknown ones refused: :func:`clusterforge.plan.snapshots.plan_restore`); everything
     else is kept as it was planned. playbooks/restore.yml asks once it has read the
     snapshot's indices."""
+    snapshots = plan.get("snapshots") or {}
     return {
         **{section: plan[section] for section in PLAN_SECTIONS if section in plan},
         "snapshots": {
-            **(plan.get("snapshots") or {}),
-            "restore": plan_restore(snapshot, snapshot_indices, requested),
+            **snapshots,
+            # The snapshot with_restore_snapshot chose stays beside the indices.
+            "restore": {
+                **(snapshots.get("restore") or {}),
+                **plan_restore(snapshot, snapshot_indices, requested),
+            },
+        },
+    }
+
+
+def with_restore_snapshot(
+    plan: Mapping[str, Any], requested: str, snapshots: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``plan`` with the snapshot a restore reads in ``snapshots.restore.snapshot``
+    (``latest`` resolved to the newest successful one of ``snapshots``, the repository's
+    list: :func:`clusterforge.plan.snapshots.plan_restore_snapshot`); everything else is
+    kept as it was planned. playbooks/restore.yml asks before it reads the snapshot."""
+    planned_snapshots = plan.get("snapshots") or {}
+    return {
+        **{section: plan[section] for section in PLAN_SECTIONS if section in plan},
+        "snapshots": {
+            **planned_snapshots,
+            "restore": plan_restore_snapshot(
+                requested, snapshots, repository=planned_snapshots.get("repository")
+            ),
         },
     }
 

@@ -34,6 +34,7 @@ import yaml
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.plan.orders_search import CONFIG_DIR_VARIABLE, NOT_GENERATED, OrdersSearch
+from clusterforge.plan.services_database import DatabaseServer, plan_database_url
 from clusterforge.plan.tls_proxy import check_service_bind, proxied
 from clusterforge.schema import Service, load_schema
 
@@ -65,6 +66,9 @@ class PlannedServiceSettings:
     public: dict[str, Any]
     public_content: str
     arguments: dict[str, Any]
+    # A host on PostgreSQL: where its URL's password is kept (the content holds the
+    # placeholder until clusterforge.plan.services_database.with_database_passwords).
+    database_password_file: str | None = None
 
     @property
     def file_name(self) -> str:
@@ -80,6 +84,8 @@ class PlannedServiceSettings:
             "public_content": self.public_content,
             "arguments": self.arguments,
         }
+        if self.database_password_file is not None:
+            answer["database_password_file"] = self.database_password_file
         if with_secrets:
             answer["content"] = self.content
         return answer
@@ -187,6 +193,27 @@ def _effective_database_url(value: Any, data_dir: Any, file_name: str) -> str:
     return url if url else f"sqlite:///{data_dir}/{file_name}"
 
 
+def _database_url(
+    service: str,
+    variables: Mapping[str, Any],
+    problems: list[str],
+    *,
+    host: str,
+    database: DatabaseServer | None,
+    file_name: str,
+) -> tuple[str, str | None]:
+    """The host's database URL and, on PostgreSQL, the file of its password: PostgreSQL's
+    planned here (clusterforge.plan.services_database), else ``<service>_database_url`` or
+    the SQLite file ``file_name`` in the data directory."""
+    on_postgresql = plan_database_url(service, variables, problems, host=host, server=database)
+    if on_postgresql:
+        return on_postgresql[0], str(on_postgresql[1])
+    url = _effective_database_url(
+        variables.get(f"{service}_database_url"), variables.get(f"{service}_data_dir"), file_name
+    )
+    return url, None
+
+
 def _check_int(
     problems: list[str], variables: Mapping[str, Any], name: str, low: int, high: int | None
 ) -> None:
@@ -265,22 +292,21 @@ def _plan_user_directory(
     problems: list[str],
     *,
     search: OrdersSearch | None = None,
+    database: DatabaseServer | None = None,
 ) -> PlannedServiceSettings | None:
     del search  # the user directory delivers nothing into the cluster
     from pydantic import ValidationError
 
     before = len(problems)
+    database_url, password_file = _database_url(
+        "user_directory", variables, problems, host=host, database=database, file_name="userdir.db"
+    )
     if proxied(variables, "user_directory"):
         problems.extend(check_service_bind(variables, "user_directory", host=host))
     else:
         _check_int(problems, variables, "user_directory_port", 1, 65535)
     _check_int(problems, variables, "user_directory_workers", 1, None)
     tokens = _token_list(problems, variables, "user_directory_auth_tokens", "vault_userdir_token")
-    database_url = _effective_database_url(
-        variables.get("user_directory_database_url"),
-        variables.get("user_directory_data_dir"),
-        "userdir.db",
-    )
     # The URL's form is the service's settings model's to check (below), once.
     settings_input = {
         "database_url": database_url,
@@ -336,6 +362,7 @@ def _plan_user_directory(
             "port": int(_application_port(variables, "user_directory")),
             "workers": int(variables["user_directory_workers"]),
         },
+        database_password_file=password_file,
     )
 
 
@@ -372,14 +399,13 @@ def _plan_order_service(
     problems: list[str],
     *,
     search: OrdersSearch | None = None,
+    database: DatabaseServer | None = None,
 ) -> PlannedServiceSettings | None:
     from pydantic import ValidationError
 
     before = len(problems)
-    database_url = _effective_database_url(
-        variables.get("order_service_database_url"),
-        variables.get("order_service_data_dir"),
-        "orders.db",
+    database_url, password_file = _database_url(
+        "order_service", variables, problems, host=host, database=database, file_name="orders.db"
     )
     _check_database_url(problems, "order_service_database_url", database_url)
     for name in ("order_service_event_async", "order_service_listeners"):
@@ -445,6 +471,7 @@ def _plan_order_service(
         public=public,
         public_content=_orders_file(public),
         arguments={"host": settings.orders.host, "port": settings.orders.port},
+        database_password_file=password_file,
     )
 
 
@@ -474,6 +501,7 @@ class _Planner(Protocol):
         problems: list[str],
         *,
         search: OrdersSearch | None = None,
+        database: DatabaseServer | None = None,
     ) -> PlannedServiceSettings | None: ...
 
 
@@ -541,6 +569,7 @@ def plan_services(
     checkout: Path | None = DEFAULT_PROJECT_ROOT,
     defaults: Mapping[str, Mapping[str, Any]] | None = None,
     orders_search: OrdersSearch | None = None,
+    database: DatabaseServer | None = None,
 ) -> dict[str, dict[str, PlannedServiceSettings]]:
     """Every service host's planned settings: ``{host: {service: planned}}``.
 
@@ -552,6 +581,9 @@ def plan_services(
     host's settings are refused.
     ``orders_search`` is the order delivery the cluster gets (clusterforge.plan.orders_search),
     or None to leave ``orders.search`` at the service's default (off).
+    ``database`` is the db host (clusterforge.plan.services_database) a host with
+    ``<service>_database: postgresql`` connects to; its URL's password is a placeholder
+    here (:func:`clusterforge.plan.services_database.with_database_passwords`).
     """
     problems: list[str] = []
     planned: dict[str, dict[str, PlannedServiceSettings]] = {}
@@ -573,7 +605,9 @@ def plan_services(
             # Where the proxy listens decides who reaches the service (its token check).
             if "tls_proxy_listen_address" in own:
                 variables["tls_proxy_listen_address"] = own["tls_proxy_listen_address"]
-            result = planner.plan(host, variables, problems, search=orders_search)
+            result = planner.plan(
+                host, variables, problems, search=orders_search, database=database
+            )
             if result is not None:
                 planned.setdefault(host, {})[service] = result
     if problems:
@@ -587,6 +621,7 @@ def plan_services_section(
     orders_search: OrdersSearch | None = None,
     *,
     with_secrets: bool = False,
+    database: DatabaseServer | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Every service host's settings: ``{host: {service: planned}}``
     (:meth:`PlannedServiceSettings.as_dict`; ``content``, the settings file with its
@@ -603,6 +638,7 @@ def plan_services_section(
         hostvars,
         checkout=project_root or DEFAULT_PROJECT_ROOT,
         orders_search=orders_search,
+        database=database,
     )
     return {
         host: {

@@ -175,6 +175,35 @@ def _build_policy(
 SECURITY_INDEX = ".opendistro_security"
 
 
+# restore.yml -e snapshot_name=latest: the newest successful snapshot of the repository.
+LATEST = "latest"
+
+
+def plan_restore_snapshot(
+    requested: str, snapshots: Sequence[Mapping[str, Any]], *, repository: str | None = None
+) -> dict[str, Any]:
+    """Which snapshot a restore reads (playbooks/restore.yml, roles/opensearch_snapshots):
+    ``requested`` (``snapshot_name``) as given, or for ``latest`` the newest successful
+    one of ``snapshots`` (the repository's list as ``GET _snapshot/<repository>/_all``
+    reports it: ``snapshot``, ``state``, ``end_time_in_millis``) by its end time, scheduled
+    or not; of two that ended together, the one listed last. ``latest`` over a repository
+    without a successful snapshot is refused, naming what it holds."""
+    if requested != LATEST:
+        return {"snapshot": requested}
+    succeeded = [entry for entry in snapshots if entry.get("state") == "SUCCESS"]
+    if not succeeded:
+        held = ", ".join(f"{entry.get('snapshot')} ({entry.get('state')})" for entry in snapshots)
+        raise InventoryError(
+            [
+                f"snapshot_name=latest: repository {repository or '(unnamed)'} holds no "
+                f"successful snapshot (it holds: {held or 'no snapshot'}); take one with "
+                "playbooks/snapshot.yml, or name the snapshot to restore"
+            ]
+        )
+    newest = sorted(succeeded, key=lambda entry: int(entry.get("end_time_in_millis") or 0))[-1]
+    return {"snapshot": str(newest["snapshot"])}
+
+
 def plan_restore(snapshot: str, snapshot_indices: Sequence[str], requested: Any) -> dict[str, Any]:
     """The indices a restore of ``snapshot`` touches (playbooks/restore.yml,
     roles/opensearch_snapshots): ``requested`` (``restore_indices``: comma-separated or a

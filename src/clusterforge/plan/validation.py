@@ -47,6 +47,7 @@ from clusterforge.plan.orders_search import (
     with_generated_password,
 )
 from clusterforge.plan.plugins import check_plugin
+from clusterforge.plan.services_database import database_server, with_database_passwords
 from clusterforge.plan.services_plan import (
     plan_services_section,
     section_covers,
@@ -98,6 +99,7 @@ def validate_inventory(
     review: bool = False,
     generate: bool = False,
     checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+    database_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> ValidatedInventory:
     """Check the whole inventory on the control node, writing and fetching nothing.
 
@@ -121,7 +123,10 @@ def validate_inventory(
     service host of ``services_vars``, the services' settings are not validated again,
     only given the delivery's real password
     (:func:`clusterforge.plan.services_plan.with_search_password`), so a ``site.yml`` run
-    validates each service host's settings once.
+    validates each service host's settings once. ``database_vars`` is the group
+    postgresql's hosts' variables: a service host on PostgreSQL gets its URL from the
+    first one (clusterforge.plan.services_database), its password generated with
+    ``generate`` (a placeholder without).
 
     Raises :class:`InventoryError` listing every problem, each naming its variable.
     """
@@ -190,10 +195,16 @@ def validate_inventory(
         services = _collect(
             problems,
             lambda: plan_services_section(
-                services_vars, project_root, orders_search, with_secrets=True
+                services_vars,
+                project_root,
+                orders_search,
+                with_secrets=True,
+                database=database_server(database_vars, inventory_dir=inventory_dir),
             ),
             {},
         )
+    if generate and not problems:
+        services = _collect(problems, lambda: with_database_passwords(services), {})
     if problems:
         raise InventoryError(list(dict.fromkeys(problems)))
     return ValidatedInventory(
