@@ -121,9 +121,9 @@ def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], 
     host's ``opensearch_*`` variables) and the schema's TLS defaults. ``template`` is the
     action's templar (values are templated only when read).
     """
-    # Imported here: clusterforge.inventory.variables imports most of the planner, which
+    # Imported here: clusterforge.plan.host_variables imports most of the planner, which
     # the module's other users do not need.
-    from clusterforge.inventory.variables import TaskHosts, build_model
+    from clusterforge.plan.host_variables import TaskHosts, build_model
 
     hosts = TaskHosts(task_vars, template)
     inventory_dir = Path(str(task_vars.get("inventory_dir") or Path.cwd()))

@@ -94,7 +94,7 @@ def _service_endpoints(
 ) -> list[ServiceEndpoint]:
     """Every proxied service host's HTTPS base URL and the first of its tokens; a service
     without a token is refused (Prometheus scrapes its /metrics with one)."""
-    from clusterforge.inventory.variables import services_vars
+    from clusterforge.plan.host_variables import services_vars
     from clusterforge.plan.tls_proxy import PROXIED_SERVICES, plan_tls_proxy
 
     endpoints: list[ServiceEndpoint] = []
@@ -152,9 +152,9 @@ def read_monitoring_inputs(
     tls_ciphers: Sequence[str],
 ) -> MonitoringInputs | None:
     """The monitoring host's inputs from ``source`` (a
-    clusterforge.inventory.variables.HostSource: a task's or an inventory on disk); None
+    clusterforge.plan.host_variables.HostSource: a task's or an inventory on disk); None
     without a monitoring host. Refuses more than one, or none without a cluster."""
-    from clusterforge.inventory.variables import build_model
+    from clusterforge.plan.host_variables import build_model
     from clusterforge.plan.model import plain_data
 
     host = _monitoring_host(source)

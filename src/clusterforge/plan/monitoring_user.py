@@ -55,7 +55,7 @@ def monitoring_variables(host_vars: Mapping[str, Any]) -> dict[str, Any]:
 
 def monitoring_hosts_vars(source: Any) -> list[tuple[str, dict[str, Any]]]:
     """(host, its ``monitoring_*`` variables, templated) for every host of the group
-    ``monitoring`` of ``source`` (a clusterforge.inventory.variables.HostSource)."""
+    ``monitoring`` of ``source`` (a clusterforge.plan.host_variables.HostSource)."""
     return [
         (host, dict(source.variables(host, lambda name: name.startswith(PREFIX))))
         for host in source.hosts(GROUP)
