@@ -8,10 +8,14 @@ password (generated once, as the plan's security files have it), the services' f
 bearer tokens, and the web password (generated once into
 ``<inventory>/.monitoring/web.password``; the hosts get its bcrypt hash). Returns
 ``files`` for ``clusterforge_files`` (secrets marked), the units, the URLs and
-``node_exporter`` (what every host's node exporter gets). The result is no_log.
+``node_exporter`` (what every host's node exporter gets, each host's certificate and key
+among it: one call issues or reuses them all, building the cluster model once, rather
+than one call per host). The result is no_log; ``changed`` says whether a certificate was
+issued now.
 
 Arguments:
   renew: issue the monitoring host's certificate again now (playbooks/rotate-certs.yml).
+  renew_node_exporters: issue every host's node exporter certificate again now.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.inventory.variables import TaskHosts
+from clusterforge.inventory.variables import TaskHosts, build_model
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
 from clusterforge.pki.hashing import hash_password, verify_password
 from clusterforge.plan.host_certificates import ensure_host_certificate, issuing_ca_for_task
@@ -65,27 +70,32 @@ def web_password(inventory_dir: Path) -> tuple[str, str]:
 
 class ActionModule(ActionBase):  # type: ignore[misc]
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset({"renew"})
+    _VALID_ARGS = frozenset({"renew", "renew_node_exporters"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         try:
-            return {**result, **self._plan(task_vars), "changed": False, "_ansible_no_log": True}
-        except ClusterforgeError as error:
+            plan = self._plan(task_vars)
+        except (ClusterforgeError, TypeError, ValueError) as error:
             raise AnsibleActionFail(str(error)) from None
+        issued = plan.pop("issued")
+        return {**result, **plan, "changed": issued, "_ansible_no_log": True}
 
     def _plan(self, task_vars: dict[str, Any]) -> dict[str, Any]:
         template = self._templar.template
         host = str(task_vars.get("inventory_hostname"))
         hosts = TaskHosts(task_vars, template)
-        task_ca = issuing_ca_for_task(task_vars, template)
+        # The cluster model once, for the CA and for the monitoring's inputs both.
+        model = build_model(hosts, "opensearch") if hosts.hosts("opensearch") else None
+        task_ca = issuing_ca_for_task(task_vars, template, model=model)
         inventory_dir = hosts.directory(["opensearch", GROUP])
         inputs = read_monitoring_inputs(
             hosts,
             inventory_dir=inventory_dir,
             tls_protocols=task_ca.tls_protocols,
             tls_ciphers=task_ca.tls_ciphers,
+            model=model,
         )
         if inputs is None or inputs.host != host:
             raise InventoryError(
@@ -132,6 +142,26 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 "secret": True,
             },
         ]
+        # Every host's node exporter certificate, named as the host's own task named it
+        # before (its ansible_host, else its inventory name): reused unless it changed.
+        renew_exporters = boolean(self._task.args.get("renew_node_exporters", False), strict=True)
+        exporter_certificates: dict[str, dict[str, str]] = {}
+        issued = certificate.changed
+        for name, address in inputs.node_exporters:
+            exporter = ensure_host_certificate(
+                task_ca.ca,
+                host=name,
+                purpose="node_exporter",
+                alt_names=[address.strip()] if address.strip() else [],
+                renew=renew_exporters,
+            )
+            exporter_certificates[name] = {
+                "certificate_pem": exporter.certificate_pem,
+                "key_pem": exporter.key_pem,
+            }
+            issued = issued or exporter.changed
+        plan["node_exporter"]["certificates"] = exporter_certificates
+        plan["issued"] = issued
         plan["certificate"] = certificate.public()
         plan["ca_bundle_control_path"] = str(task_ca.ca.pki_dir / "ca-bundle.pem")
         plan["web_password_file"] = str(inventory_dir / WEB_SECRETS_DIR_NAME / WEB_PASSWORD_FILE)

@@ -112,14 +112,21 @@ class TaskCa:
     tls_ciphers: tuple[str, ...]
 
 
-def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], Any]) -> TaskCa:
+def issuing_ca_for_task(
+    task_vars: Mapping[str, Any],
+    template: Callable[[Any], Any],
+    *,
+    model: tuple[Cluster, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
+) -> TaskCa:
     """The issuing CA and TLS profile as an action plugin's task sees the inventory.
 
     With an ``opensearch`` group, the cluster's: its CA (``opensearch_pki_dir`` or the
     inventory's ``.pki``, a user's own CA when given) and its ``opensearch_tls_*``. Without
     one, a CA of the inventory's own (:func:`issuing_ca_without_cluster`, from the task
     host's ``opensearch_*`` variables) and the schema's TLS defaults. ``template`` is the
-    action's templar (values are templated only when read).
+    action's templar (values are templated only when read). ``model``: the cluster model
+    and nodes' variables the caller built already from the same task (``build_model``),
+    so they are not built twice.
     """
     # Imported here: clusterforge.inventory.variables imports most of the planner, which
     # the module's other users do not need.
@@ -128,7 +135,7 @@ def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], 
     hosts = TaskHosts(task_vars, template)
     inventory_dir = Path(str(task_vars.get("inventory_dir") or Path.cwd()))
     if hosts.hosts(CLUSTER_GROUP):
-        cluster, nodes_vars = build_model(hosts, CLUSTER_GROUP)
+        cluster, nodes_vars = model if model is not None else build_model(hosts, CLUSTER_GROUP)
         inventory_dir = hosts.directory([CLUSTER_GROUP], default=inventory_dir)
         return TaskCa(
             ca=issuing_ca_of_cluster(

@@ -816,10 +816,12 @@ def read_monitoring_inputs(
     inventory_dir: Path,
     tls_protocols: Sequence[str],
     tls_ciphers: Sequence[str],
+    model: tuple[Cluster, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
 ) -> MonitoringInputs | None:
     """The monitoring host's inputs from ``source`` (a
     clusterforge.inventory.variables.HostSource: a task's or an inventory on disk); None
-    without a monitoring host. Refuses more than one, or none without a cluster."""
+    without a monitoring host. Refuses more than one, or none without a cluster.
+    ``model``: the cluster model the caller built from the same source already."""
     from clusterforge.inventory.variables import build_model, services_vars
     from clusterforge.plan.model import plain_data
     from clusterforge.plan.tls_proxy import PROXIED_SERVICES, plan_tls_proxy
@@ -840,7 +842,7 @@ def read_monitoring_inputs(
         )
     host = monitoring_hosts[0]
     variables = dict(plain_data(source.variables(host, lambda name: name.startswith(PREFIX))))
-    cluster, nodes_vars = build_model(source, "opensearch")
+    cluster, nodes_vars = model if model is not None else build_model(source, "opensearch")
 
     def address(name: str) -> str:
         found = source.variables(name, lambda key: key == "ansible_host").get("ansible_host")
