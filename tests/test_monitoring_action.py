@@ -7,7 +7,10 @@ certificate, building the cluster model once.
   issued the monitoring host's own, for serverAuth;
 - a second call reuses every certificate and says changed=false (the rerun changes
   nothing); renew_node_exporters issues them again;
-- the cluster model is built once per call (it was twice, plus once per host);
+- the cluster model is built once per call (it was twice, plus once per host), and the
+  CA's key unlocked once;
+- the web password's hash is checked with bcrypt once: a keyed record (0600) spares the
+  check on a rerun, and a replaced password still gets a new hash;
 - a certificate the per-host action (clusterforge_host_certificate, as the node exporter
   role called it before) issued is reused as it is: an upgraded toolkit's first rerun
   changes no node exporter's files.
@@ -25,6 +28,8 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import clusterforge.inventory.variables as inventory_variables
+import clusterforge.plan.host_certificates as host_certificates
+from clusterforge.pki.hashing import verify_password
 from collection_plugins import load_plugin
 
 monitoring_action = load_plugin("action", "clusterforge_monitoring")
@@ -155,3 +160,45 @@ def test_a_certificate_the_per_host_action_issued_is_reused(
     for host, issued in plan["node_exporter"]["certificates"].items():
         assert issued["certificate_pem"] == before[host]["certificate_pem"]
         assert issued["key_pem"] == before[host]["key_pem"]
+
+
+def test_the_ca_is_unlocked_once_and_bcrypt_runs_once(
+    tmp_path: Path, run_action: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[Path] = []
+    load = host_certificates.load_or_create_ca
+
+    def counting_load(directory: Path, **kwargs: Any) -> Any:
+        loads.append(directory)
+        return load(directory, **kwargs)
+
+    checks: list[str] = []
+
+    def counting_verify(password: str, password_hash: str) -> bool:
+        checks.append(password_hash)
+        return verify_password(password, password_hash)
+
+    monkeypatch.setattr(host_certificates, "load_or_create_ca", counting_load)
+    monkeypatch.setattr(monitoring_action, "verify_password", counting_verify)
+    variables = task_vars(tmp_path)
+    first = run_action({}, variables)
+    assert len(loads) == 1
+    assert len(checks) == 1
+    record = tmp_path / ".monitoring" / "web.password.check"
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    password = (tmp_path / ".monitoring" / "web.password").read_text().strip()
+    assert password not in record.read_text()
+    again = run_action({}, variables)
+    assert len(loads) == 2
+    assert len(checks) == 1, "the rerun checked the hash with bcrypt again"
+    assert again["files"] == first["files"]
+    # A password replaced by hand: the record no longer matches, bcrypt says the hash is
+    # stale, and a new hash (so new web configs) follows.
+    (tmp_path / ".monitoring" / "web.password").write_text("Unit-New-Web-Password-0123\n")
+    replaced = run_action({}, variables)
+    assert len(checks) == 2
+    new_hash = (tmp_path / ".monitoring" / "web.password.bcrypt").read_text().strip()
+    assert verify_password("Unit-New-Web-Password-0123", new_hash)
+    assert replaced["node_exporter"]["web_config"] != first["node_exporter"]["web_config"]
+    assert len(run_action({}, variables)["files"]) == len(first["files"])
+    assert len(checks) == 2

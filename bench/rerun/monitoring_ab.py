@@ -338,10 +338,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     commits = {name: git_commit(path) for name, path in checkouts.items()}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_before = load_average()
-    # The first run of each checkout may still have work to do: not measured.
-    for name, path in checkouts.items():
-        seconds, changed, _ = run_site(path, "with")
+    # The first run of each checkout may still have work to do: not measured. A checkout
+    # whose run fails is left out (and said), so the others are still measured.
+    for name, path in list(checkouts.items()):
+        try:
+            seconds, changed, _ = run_site(path, "with")
+        except SystemExit as error:
+            say(f"warm-up {name} failed, leaving it out: {error}")
+            del checkouts[name]
+            continue
         say(f"warm-up {name}: {seconds:.2f} s, changed={changed} (not measured)")
+    if not checkouts:
+        raise SystemExit("every checkout's site.yml failed")
     runs: list[Run] = []
     round_started = time.monotonic()
     round_seconds = 0.0
