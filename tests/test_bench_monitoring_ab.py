@@ -129,3 +129,17 @@ def test_the_record_has_each_rounds_ratio_the_medians_and_whether_the_goal_is_me
         facts={},
         started="",
     )
+
+
+def test_a_run_cut_short_is_recorded_from_its_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    runs = runs_of("branch", [(22.0, 20.0, 19.0), (23.0, 21.0, 19.5)])
+    saved = tmp_path / "runs.json"
+    saved.write_text(json.dumps([run.__dict__ for run in runs]))
+    assert monitoring_ab.main(["--monitoring-ab", "--from-json", str(saved), "--no-record"]) == 0
+    assert "| median of 2 | branch | 22.50 | 20.50 | 19.25 | 1.17x | 1.10x | |" in (
+        capsys.readouterr().out
+    )

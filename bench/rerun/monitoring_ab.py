@@ -319,6 +319,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=15, help="seconds after the restart")
     parser.add_argument("--quiet-load", type=float, default=0, help="wait below this load")
     parser.add_argument("--json", type=Path, help="also write every run here")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        help="record the runs a --json file holds (a run cut short) instead of running",
+    )
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
     args = parser.parse_args(argv)
     if args.rounds < 1:
@@ -328,6 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     lab_json = LAB_DIR / "lab.json"
+    if args.from_json:
+        runs = [Run(**item) for item in json.loads(args.from_json.read_text())]
+        facts = json.loads(lab_json.read_text()) if lab_json.exists() else {}
+        return _record(runs, checkouts, facts, args, started="(from --json)", loads=("?", "?"))
     if not lab_json.exists():
         raise SystemExit(f"{lab_json} does not exist: start the lab with scripts/up first")
     facts = json.loads(lab_json.read_text())
@@ -335,7 +344,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not units:
         raise SystemExit("no monitoring unit runs on the lab: start it with its monitoring")
     say(f"monitoring units: {json.dumps(units)}")
-    commits = {name: git_commit(path) for name, path in checkouts.items()}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_before = load_average()
     # The first run of each checkout may still have work to do: not measured. A checkout
@@ -359,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             break
         round_started = time.monotonic()
         stopped = False
+        failed = False
         try:
             for name, variant in order_of_round(index, list(checkouts)):
                 if variant == "off" and not stopped:
@@ -375,19 +384,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                     say(f"not idempotent: {name} {variant} changed {changed}:\n{output[-3000:]}")
                 if args.json:
                     args.json.write_text(json.dumps([run.__dict__ for run in runs], indent=1))
+        except SystemExit as error:
+            # A failed run ends the rounds; what was measured is still recorded.
+            say(f"round {index + 1}: {error}")
+            failed = True
         finally:
             # Never leave the lab without its monitoring, even when a run failed.
             if stopped:
                 start_units(units, settle_s=args.settle)
         round_seconds = time.monotonic() - round_started
-    summary = summarize(
+        if failed:
+            break
+    return _record(
         runs,
         checkouts,
-        commits=commits,
-        loads=(load_before, load_average()),
-        facts=facts,
+        facts,
+        args,
         started=started,
+        loads=(load_before, load_average()),
     )
+
+
+def _record(
+    runs: list[Run],
+    checkouts: dict[str, Path],
+    facts: dict[str, object],
+    args: argparse.Namespace,
+    *,
+    started: str,
+    loads: tuple[str, str],
+) -> int:
+    commits = {name: git_commit(path) for name, path in checkouts.items()}
+    summary = summarize(runs, checkouts, commits=commits, loads=loads, facts=facts, started=started)
     print(summary)
     if not runs:
         return 1
