@@ -96,6 +96,11 @@ def record(
 
 
 def main() -> int:
+    if "--monitoring-ab" in sys.argv[1:]:
+        # The rerun with the lab's monitoring against the rerun without it (issue 42).
+        import monitoring_ab
+
+        return monitoring_ab.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5, help="rounds to run (default 5)")
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")

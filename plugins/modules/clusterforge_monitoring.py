@@ -11,13 +11,20 @@ description:
     C(monitoring), with the inventory as the task sees it.
   - Scrape targets, the number of nodes, the CA and the credentials come from the
     inventory and the cluster's plan; the cluster's CA issues the host a serverAuth
-    certificate for Prometheus and Alertmanager.
-  - The result is marked no_log because C(files) holds the key, the tokens and passwords.
+    certificate for Prometheus and Alertmanager, and issues (or reuses) every host's node
+    exporter certificate in the same call, building the cluster model once.
+  - The result is marked no_log because C(files) holds the key, the tokens and passwords,
+    and C(node_exporter) every host's exporter key. C(changed) says whether a certificate
+    was issued now.
 version_added: 1.0.0
 author: clusterforge developers
 options:
   renew:
     description: Issue the host's certificate again now (C(playbooks/rotate-certs.yml)).
+    type: bool
+    default: false
+  renew_node_exporters:
+    description: Issue every host's node exporter certificate again now.
     type: bool
     default: false
 """
@@ -55,7 +62,8 @@ alertmanager_url:
   returned: always
   type: str
 node_exporter:
-  description: What every host's node exporter gets (web config, units by host, paths).
+  description: What every host's node exporter gets (web config, units by host, paths,
+    and C(certificates), each host's certificate and key by host).
   returned: always
   type: dict
 """

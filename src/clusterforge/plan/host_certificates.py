@@ -32,6 +32,7 @@ from clusterforge.pki.authority import load_or_create_ca
 from clusterforge.pki.ca_rotation import write_ca_bundle
 from clusterforge.pki.certificates import (
     CA_CERT_FILE,
+    CertificateAuthority,
     PkiError,
     SubjectFields,
     certificate_expiry,
@@ -112,14 +113,21 @@ class TaskCa:
     tls_ciphers: tuple[str, ...]
 
 
-def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], Any]) -> TaskCa:
+def issuing_ca_for_task(
+    task_vars: Mapping[str, Any],
+    template: Callable[[Any], Any],
+    *,
+    model: tuple[Cluster, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
+) -> TaskCa:
     """The issuing CA and TLS profile as an action plugin's task sees the inventory.
 
     With an ``opensearch`` group, the cluster's: its CA (``opensearch_pki_dir`` or the
     inventory's ``.pki``, a user's own CA when given) and its ``opensearch_tls_*``. Without
     one, a CA of the inventory's own (:func:`issuing_ca_without_cluster`, from the task
     host's ``opensearch_*`` variables) and the schema's TLS defaults. ``template`` is the
-    action's templar (values are templated only when read).
+    action's templar (values are templated only when read). ``model``: the cluster model
+    and nodes' variables the caller built already from the same task (``build_model``),
+    so they are not built twice.
     """
     # Imported here: clusterforge.plan.host_variables imports most of the planner, which
     # the module's other users do not need.
@@ -128,7 +136,7 @@ def issuing_ca_for_task(task_vars: Mapping[str, Any], template: Callable[[Any], 
     hosts = TaskHosts(task_vars, template)
     inventory_dir = Path(str(task_vars.get("inventory_dir") or Path.cwd()))
     if hosts.hosts(CLUSTER_GROUP):
-        cluster, nodes_vars = build_model(hosts, CLUSTER_GROUP)
+        cluster, nodes_vars = model if model is not None else build_model(hosts, CLUSTER_GROUP)
         inventory_dir = hosts.directory([CLUSTER_GROUP], default=inventory_dir)
         return TaskCa(
             ca=issuing_ca_of_cluster(
@@ -225,20 +233,32 @@ def ensure_host_certificate(
     """
     if purpose not in PURPOSES:
         raise PkiError(f"no host certificate purpose {purpose!r}; use one of {sorted(PURPOSES)}")
-    fields = dict(ca_source.cert_subject)
-    base_unit = str(fields.get("organizational_unit") or "clusterforge")
-    with _pki_lock(ca_source.pki_dir):
-        ca = load_or_create_ca(
-            ca_source.pki_dir,
-            passphrase=ca_source.passphrase,
-            subject=_ca_subject(ca_source),
-            user_ca_cert=ca_source.user_ca_cert,
-            user_ca_key=ca_source.user_ca_key,
-        )
-        bundle = write_ca_bundle(ca_source.pki_dir, ca_cert_path=ca_source.user_ca_cert)
+    with host_certificate_issuer(ca_source) as issuer:
+        return issuer.issue(host=host, purpose=purpose, alt_names=alt_names, renew=renew)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCertificateIssuer:
+    """The CA, loaded once, issuing (or reusing) several hosts' certificates: unlocking
+    the CA's encrypted key costs about 0.15 s here, once per load."""
+
+    ca_source: IssuingCa
+    ca: CertificateAuthority
+    bundle_pem: str
+
+    def issue(
+        self, *, host: str, purpose: str, alt_names: Sequence[str], renew: bool = False
+    ) -> HostCertificate:
+        """:func:`ensure_host_certificate` under this issuer's CA."""
+        if purpose not in PURPOSES:
+            raise PkiError(
+                f"no host certificate purpose {purpose!r}; use one of {sorted(PURPOSES)}"
+            )
+        fields = dict(self.ca_source.cert_subject)
+        base_unit = str(fields.get("organizational_unit") or "clusterforge")
         issued = ensure_server_certificate(
-            ca,
-            directory=ca_source.pki_dir / HOSTS_SUBDIR,
+            self.ca,
+            directory=self.ca_source.pki_dir / HOSTS_SUBDIR,
             name=certificate_file_name(host, purpose),
             subject=SubjectFields(
                 **{
@@ -248,24 +268,39 @@ def ensure_host_certificate(
                 }
             ),
             alt_names=[host, *alt_names],
-            renew_within_days=ca_source.renew_within_days,
+            renew_within_days=self.ca_source.renew_within_days,
             force=renew,
         )
         certificate_pem = issued.cert_path.read_text()
         key_pem = issued.key_path.read_text()
-        bundle_pem = bundle.read_text()
-    certificate = x509.load_pem_x509_certificate(certificate_pem.encode())
-    return HostCertificate(
-        host=host,
-        purpose=purpose,
-        certificate_pem=certificate_pem,
-        key_pem=key_pem,
-        ca_bundle_pem=bundle_pem,
-        serial=f"{certificate.serial_number:x}",
-        days_left=certificate_expiry(certificate).days_left,
-        changed=issued.changed,
-        own=False,
-    )
+        certificate = x509.load_pem_x509_certificate(certificate_pem.encode())
+        return HostCertificate(
+            host=host,
+            purpose=purpose,
+            certificate_pem=certificate_pem,
+            key_pem=key_pem,
+            ca_bundle_pem=self.bundle_pem,
+            serial=f"{certificate.serial_number:x}",
+            days_left=certificate_expiry(certificate).days_left,
+            changed=issued.changed,
+            own=False,
+        )
+
+
+@contextmanager
+def host_certificate_issuer(ca_source: IssuingCa) -> Iterator[HostCertificateIssuer]:
+    """The CA loaded (or created) once, under the PKI directory's lock, for
+    :meth:`HostCertificateIssuer.issue` calls inside the block."""
+    with _pki_lock(ca_source.pki_dir):
+        ca = load_or_create_ca(
+            ca_source.pki_dir,
+            passphrase=ca_source.passphrase,
+            subject=_ca_subject(ca_source),
+            user_ca_cert=ca_source.user_ca_cert,
+            user_ca_key=ca_source.user_ca_key,
+        )
+        bundle = write_ca_bundle(ca_source.pki_dir, ca_cert_path=ca_source.user_ca_cert)
+        yield HostCertificateIssuer(ca_source=ca_source, ca=ca, bundle_pem=bundle.read_text())
 
 
 def own_host_certificate(

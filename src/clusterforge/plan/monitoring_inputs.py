@@ -150,10 +150,12 @@ def read_monitoring_inputs(
     inventory_dir: Path,
     tls_protocols: Sequence[str],
     tls_ciphers: Sequence[str],
+    model: tuple[Cluster, Sequence[tuple[str, Mapping[str, Any]]]] | None = None,
 ) -> MonitoringInputs | None:
     """The monitoring host's inputs from ``source`` (a
     clusterforge.plan.host_variables.HostSource: a task's or an inventory on disk); None
-    without a monitoring host. Refuses more than one, or none without a cluster."""
+    without a monitoring host. Refuses more than one, or none without a cluster.
+    ``model``: the cluster model the caller built from the same source already."""
     from clusterforge.plan.host_variables import build_model
     from clusterforge.plan.model import plain_data
 
@@ -161,7 +163,7 @@ def read_monitoring_inputs(
     if host is None:
         return None
     variables = dict(plain_data(source.variables(host, lambda name: name.startswith(PREFIX))))
-    cluster, nodes_vars = build_model(source, "opensearch")
+    cluster, nodes_vars = model if model is not None else build_model(source, "opensearch")
     endpoints = _service_endpoints(source, tls_protocols=tls_protocols, tls_ciphers=tls_ciphers)
     alerting = build_host_alerting(cluster, variables, nodes_vars, inventory_dir=inventory_dir)
     wanted = set(alerting.secret_variables)
