@@ -29,6 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import clusterforge.inventory.variables as inventory_variables
 import clusterforge.plan.host_certificates as host_certificates
+import clusterforge.plan.host_variables as host_variables
 from clusterforge.pki.hashing import verify_password
 from collection_plugins import load_plugin
 
@@ -108,6 +109,8 @@ def test_one_call_gives_every_node_exporter_its_certificate_and_reuses_them(
         built.append(group)
         return build_model(source, group)
 
+    # Every name it is reached by: the plan's module, the inventory's re-export, the action.
+    monkeypatch.setattr(host_variables, "build_model", counting)
     monkeypatch.setattr(inventory_variables, "build_model", counting)
     monkeypatch.setattr(monitoring_action, "build_model", counting)
     variables = task_vars(tmp_path)
