@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 GROUP = "monitoring"
 PREFIX = "monitoring_"
+# Per host: where its node exporter listens, when ansible_host is no address of the host.
+NODE_EXPORTER_ADDRESS = "monitoring_node_exporter_address"
 USERNAME_VARIABLE = "monitoring_cluster_username"
 PASSWORD_VARIABLE = "monitoring_cluster_password"  # noqa: S105 - a variable name
 PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - the order service's, one place for both
@@ -846,6 +848,11 @@ def read_monitoring_inputs(
         found = source.variables(name, lambda key: key == "ansible_host").get("ansible_host")
         return str(found or name)
 
+    def exporter_address(name: str) -> str:
+        """Where the host's node exporter listens: its own variable, else its address."""
+        given = source.variables(name, NODE_EXPORTER_ADDRESS.__eq__).get(NODE_EXPORTER_ADDRESS)
+        return str(given) if given else address(name)
+
     endpoints: list[ServiceEndpoint] = []
     for service, service_hosts in services_vars(source).items():
         if service not in PROXIED_SERVICES:
@@ -884,7 +891,7 @@ def read_monitoring_inputs(
     for group in HOST_GROUPS:
         for name in map(str, source.hosts(group)):
             if name not in {known for known, _ in exporter_hosts}:
-                exporter_hosts.append((name, address(name)))
+                exporter_hosts.append((name, exporter_address(name)))
     alerting = build_host_alerting(cluster, variables, nodes_vars, inventory_dir=inventory_dir)
     wanted = set(alerting.secret_variables)
     secrets = dict(plain_data(source.variables(host, wanted.__contains__))) if wanted else {}
