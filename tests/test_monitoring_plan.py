@@ -321,3 +321,41 @@ def test_the_security_files_hold_the_monitoring_user(tmp_path: Path) -> None:
     assert "clusterforge-monitor" not in yaml.safe_load(
         without["security"]["files"]["internal_users.yml"]
     )
+
+
+def test_a_host_may_name_where_its_node_exporter_listens(tmp_path: Path) -> None:
+    """monitoring_node_exporter_address wins over ansible_host, which a container's
+    connection may hold as the container's name (the tls molecule scenario)."""
+    from clusterforge.inventory.variables import TaskHosts
+    from clusterforge.plan.monitoring import read_monitoring_inputs
+
+    hostvars: dict[str, dict[str, Any]] = {name: dict(v) for name, v in nodes(tmp_path)}
+    hostvars["os-2"].update(
+        ansible_host="cf-os-2",
+        opensearch_network_host="127.0.0.72",
+        monitoring_node_exporter_address="127.0.0.72",
+    )
+    hostvars["mon-1"] = {"ansible_host": "127.0.0.80"}
+    for variables in hostvars.values():
+        variables["inventory_dir"] = str(tmp_path)
+    source = TaskHosts(
+        {
+            "groups": {"opensearch": ["os-1", "os-2", "os-3"], "monitoring": ["mon-1"]},
+            "hostvars": hostvars,
+        },
+        lambda value: value,
+    )
+    cluster = build_cluster(nodes(tmp_path))
+    inputs = read_monitoring_inputs(
+        source,
+        inventory_dir=tmp_path,
+        tls_protocols=cluster.tls_protocols,
+        tls_ciphers=cluster.tls_ciphers,
+    )
+    assert inputs is not None
+    assert dict(inputs.node_exporters) == {
+        "os-1": "127.0.0.71",
+        "os-2": "127.0.0.72",
+        "os-3": "127.0.0.73",
+        "mon-1": "127.0.0.80",
+    }

@@ -12,15 +12,20 @@ container, as the ``openldap`` user, so ``docker stop`` is the directory going d
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
+import os
 import shutil
 import socket
+import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import LabError
 from clusterforge.lab.directory import (
     BIND_DN,
@@ -32,6 +37,7 @@ from clusterforge.lab.directory import (
     tree_ldif,
 )
 from clusterforge.lab.process import run, say, wait_until
+from clusterforge.pki.certificates import CA_PASSPHRASE_ENV
 from clusterforge.pki.generated_secrets import read_or_generate, url_safe
 from clusterforge.pki.pki import (
     CA_CERT_FILE,
@@ -102,11 +108,18 @@ def ensure_directory_image(base_image: str) -> str:
 
 @dataclass
 class LabDirectory:
-    """The directory of one lab: files under ``lab_dir/.directory``, secrets beside the lab's."""
+    """The directory of one lab: files under ``lab_dir/.directory``, secrets beside the lab's.
+
+    ``address``, ``container`` and ``host`` default to the lab's; the tls molecule
+    scenario gives its own (``python -m clusterforge.lab.directory_container``), so that
+    it never meets a lab's directory nor another scenario's addresses."""
 
     lab_dir: Path
     secret_file: Callable[[str], Path]
     pki_dir: Path
+    address: str = DIRECTORY_ADDRESS
+    container: str = DIRECTORY_CONTAINER
+    host: str = DIRECTORY_HOST
 
     @property
     def root(self) -> Path:
@@ -115,7 +128,7 @@ class LabDirectory:
 
     @property
     def url(self) -> str:
-        return f"ldaps://{DIRECTORY_ADDRESS}:{LDAPS_PORT}"
+        return f"ldaps://{self.address}:{LDAPS_PORT}"
 
     def _secrets(self) -> dict[str, str]:
         names = [BIND_SECRET, *(person_secret(name) for name in LAB_PEOPLE)]
@@ -138,8 +151,8 @@ class LabDirectory:
             ca,
             directory=self.root / "pki",
             name="directory",
-            subject=SubjectFields(common_name=DIRECTORY_HOST, **subject),
-            alt_names=[DIRECTORY_ADDRESS, DIRECTORY_HOST],
+            subject=SubjectFields(common_name=self.host, **subject),
+            alt_names=[self.address, self.host],
         )
         tls = self.root / "tls"
         tls.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -149,15 +162,13 @@ class LabDirectory:
         shutil.copyfile(self.pki_dir / CA_CERT_FILE, tls / "ca.pem")
 
     def _running(self) -> bool:
-        state = run(
-            ["docker", "inspect", "-f", "{{.State.Running}}", DIRECTORY_CONTAINER], check=False
-        )
+        state = run(["docker", "inspect", "-f", "{{.State.Running}}", self.container], check=False)
         return state.returncode == 0 and state.stdout.decode().strip() == "true"
 
     def ensure(
         self, *, base_image: str, network: str, cluster_name: str, passphrase: bytes
     ) -> None:
-        """The directory serving on 127.0.0.25 (loopback network only), its tree loaded."""
+        """The directory serving on its address (loopback network only), its tree loaded."""
         if network != "loopback":
             raise LabError(
                 "scripts/up --ldap runs the directory in the loopback network only; "
@@ -169,7 +180,7 @@ class LabDirectory:
             return
         image = ensure_directory_image(base_image)
         # A new container loads the tree anew: the people's passwords are the files' values.
-        run(["docker", "rm", "-f", DIRECTORY_CONTAINER], check=False)
+        run(["docker", "rm", "-f", self.container], check=False)
         files = DirectoryFiles(
             root=IN_CONTAINER,
             cert=IN_CONTAINER / "tls" / "directory.pem",
@@ -181,13 +192,11 @@ class LabDirectory:
         ldif.touch(mode=0o600)
         people = {name: secrets[person_secret(name)] for name in LAB_PEOPLE}
         ldif.write_text(tree_ldif(people, secrets[BIND_SECRET]))
-        urls = (
-            f"ldaps://{DIRECTORY_ADDRESS}:{LDAPS_PORT}/ ldap://{DIRECTORY_ADDRESS}:{STARTTLS_PORT}/"
-        )
-        say(f"starting the directory {DIRECTORY_CONTAINER} ({self.url})")
+        urls = f"ldaps://{self.address}:{LDAPS_PORT}/ ldap://{self.address}:{STARTTLS_PORT}/"
+        say(f"starting the directory {self.container} ({self.url})")
         run(
             [
-                "docker", "run", "-d", "--name", DIRECTORY_CONTAINER,
+                "docker", "run", "-d", "--name", self.container,
                 "--label", "clusterforge.lab=1", "--label", f"clusterforge.lab.dir={self.lab_dir}",
                 "--network", "host",
                 "-v", f"{self.root}:{SOURCE_IN_CONTAINER}:ro",
@@ -200,13 +209,13 @@ class LabDirectory:
     def wait_serving(self, timeout_s: float = 60) -> None:
         def answers() -> bool:
             try:
-                socket.create_connection((DIRECTORY_ADDRESS, LDAPS_PORT), timeout=1).close()
+                socket.create_connection((self.address, LDAPS_PORT), timeout=1).close()
             except OSError:
                 return False
             return True
 
         def logs() -> str:
-            result = run(["docker", "logs", "--tail", "5", DIRECTORY_CONTAINER], check=False)
+            result = run(["docker", "logs", "--tail", "5", self.container], check=False)
             return (result.stdout + result.stderr).decode(errors="replace").strip()
 
         wait_until("the directory (slapd)", answers, timeout_s=timeout_s, last_error=logs)
@@ -215,7 +224,7 @@ class LabDirectory:
         """The opensearch group's variables: the directory, and a role per group."""
         return {
             "opensearch_ldap_enabled": True,
-            "opensearch_ldap_hosts": [f"{DIRECTORY_ADDRESS}:{LDAPS_PORT}"],
+            "opensearch_ldap_hosts": [f"{self.address}:{LDAPS_PORT}"],
             "opensearch_ldap_tls": "ldaps",
             "opensearch_ldap_ca_path": str(self.pki_dir / CA_CERT_FILE),
             "opensearch_ldap_bind_dn": BIND_DN,
@@ -229,7 +238,7 @@ class LabDirectory:
         """lab.json's ``ldap``."""
         return {
             "url": self.url,
-            "container": DIRECTORY_CONTAINER,
+            "container": self.container,
             # For the checks that the password appears nowhere (tests/cluster/test_ldap_logins.py).
             "bind_password_file": str(self.secret_file(BIND_SECRET)),
             "people": {
@@ -261,5 +270,80 @@ def lab_roles() -> Mapping[str, Any]:
     }
 
 
-def remove_directory() -> None:
-    run(["docker", "rm", "-f", DIRECTORY_CONTAINER], check=False)
+def remove_directory(container: str = DIRECTORY_CONTAINER) -> None:
+    run(["docker", "rm", "-f", container], check=False)
+
+
+FACTS_FILE = "directory.json"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """A directory for a test scenario (molecule/tls), outside any lab: a test tool.
+
+        python -m clusterforge.lab.directory_container --dir D --pki-dir P \\
+            --cluster-name N --address 127.0.0.35 --container cf-tls-directory
+        python -m clusterforge.lab.directory_container --container cf-tls-directory --remove
+
+    Starts (or keeps) the container as ``scripts/up --ldap`` does, with its certificate
+    from the CA in ``--pki-dir`` (made first when missing; the passphrase is read from
+    the environment variable CLUSTERFORGE_CA_PASSPHRASE, never from the command line),
+    the passwords in ``D/secrets`` (0600) and lab.json's ``ldap`` object in
+    ``D/directory.json``. The scenario's inventory reads the bind password from
+    ``D/secrets/ldap_bind``."""
+    parser = argparse.ArgumentParser(prog="python -m clusterforge.lab.directory_container")
+    parser.add_argument("--container", required=True, help="the container's name")
+    parser.add_argument("--remove", action="store_true", help="remove the container, then stop")
+    parser.add_argument("--dir", type=Path, help="where its files and secrets go")
+    parser.add_argument("--pki-dir", type=Path, help="the cluster's CA directory")
+    parser.add_argument("--cluster-name", help="the cluster's name (the CA's common name)")
+    parser.add_argument("--address", help="a loopback address of its own (LDAPS on 636)")
+    parser.add_argument("--host", default="directory", help="its host name (certificate)")
+    parser.add_argument("--base-image", default="clusterforge-lab:current")
+    args = parser.parse_args(argv)
+    if args.remove:
+        remove_directory(args.container)
+        return 0
+    missing = [
+        flag
+        for flag, value in (
+            ("--dir", args.dir),
+            ("--pki-dir", args.pki_dir),
+            ("--cluster-name", args.cluster_name),
+            ("--address", args.address),
+        )
+        if not value
+    ]
+    if missing:
+        parser.error(f"{', '.join(missing)} needed to start a directory")
+    if not is_loopback_host(args.address):
+        parser.error(f"--address {args.address} is not a loopback address")
+    passphrase = os.environ.get(CA_PASSPHRASE_ENV, "")
+    if not passphrase:
+        parser.error(f"set {CA_PASSPHRASE_ENV} to the cluster's CA passphrase")
+    root = args.dir.resolve()
+    directory = LabDirectory(
+        lab_dir=root,
+        secret_file=lambda name: root / "secrets" / name,
+        pki_dir=args.pki_dir.resolve(),
+        address=args.address,
+        container=args.container,
+        host=args.host,
+    )
+    try:
+        directory.ensure(
+            base_image=args.base_image,
+            network="loopback",
+            cluster_name=args.cluster_name,
+            passphrase=passphrase.encode(),
+        )
+    except LabError as error:
+        print(error, file=sys.stderr)
+        return 1
+    facts = root / FACTS_FILE
+    facts.write_text(json.dumps(directory.facts(), indent=2) + "\n")
+    facts.chmod(0o600)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # Groups whose hosts run a node exporter (every host the toolkit deploys).
 HOST_GROUPS = ("opensearch", "dashboards", "postgresql", "user_directory", "order_service", GROUP)
+# Per host: where its node exporter listens, when ansible_host is no address of the host.
+NODE_EXPORTER_ADDRESS = "monitoring_node_exporter_address"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,8 +142,14 @@ def _exporter_hosts(source: Any) -> list[tuple[str, str]]:
     for group in HOST_GROUPS:
         for name in map(str, source.hosts(group)):
             if name not in {known for known, _ in exporter_hosts}:
-                exporter_hosts.append((name, _address(source, name)))
+                exporter_hosts.append((name, _exporter_address(source, name)))
     return exporter_hosts
+
+
+def _exporter_address(source: Any, name: str) -> str:
+    """Where the host's node exporter listens: its own variable, else its address."""
+    given = source.variables(name, NODE_EXPORTER_ADDRESS.__eq__).get(NODE_EXPORTER_ADDRESS)
+    return str(given) if given else _address(source, name)
 
 
 def read_monitoring_inputs(

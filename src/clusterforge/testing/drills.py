@@ -1,6 +1,8 @@
 """Drills that make alerts fire (issue 42, item 5), on a running lab: a test tool.
 
     python -m clusterforge.testing.drills [--lab-json inventories/lab/lab.json] a b c d
+    python -m clusterforge.testing.drills --lab-json FILE --serve-receiver 127.0.0.36:9099 \
+        --receiver-token-file FILE --no-status --parallel a b
 
 Each drill breaks something real, then waits until the lab's webhook receiver (the
 ``receiver_log`` of lab.json's ``monitoring``) has the alert as Alertmanager sent it,
@@ -20,6 +22,16 @@ prints one line ``DRILL {"drill": ..., "alert": ..., "fired_after_s": ...,
   back.
 - ``d``: a snapshot taken, then monitoring_alert_snapshot_max_age lowered to 1m:
   OpenSearchSnapshotTooOld fires (then the threshold is set back).
+
+Outside the lab (the tls molecule scenario, molecule/tls/day2_alerts.yml) the file is
+lab.json-shaped: ``containers`` maps node names to containers (else ``clusterforge-lab-<name>``),
+``orders_container`` names the order service's (else the lab's apps container), and
+``--serve-receiver`` runs the webhook receiver in this process for the drills' time,
+writing to ``monitoring.receiver_log`` (the lab runs its own beside the lab instead).
+``--no-status`` leaves out the scripts/status check of (a), which reads the lab's
+inventory. ``--parallel`` runs the drills side by side, each timed on its own: (a) and
+(b) break different things (a node's engine; the order service's connections), and (a)
+is over long before (b) fires, so together they take as long as (b) alone.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -40,6 +53,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from clusterforge.testing.alert_receiver import serve
 
 CONTAINER_PREFIX = "clusterforge-lab-"
 APPS_CONTAINER = "clusterforge-lab-apps-1"
@@ -55,6 +70,17 @@ class DrillError(Exception):
 class Lab:
     facts: dict[str, Any]
     repo: Path
+    # Whether drill (a) runs scripts/status while its alert fires (the lab's inventory).
+    status: bool = True
+
+    def node_container(self, name: str) -> str:
+        """The container of node ``name``: lab.json's ``containers`` says, else the lab's."""
+        containers = self.facts.get("containers") or {}
+        return str(containers.get(name) or f"{CONTAINER_PREFIX}{name}")
+
+    @property
+    def orders_container(self) -> str:
+        return str(self.facts.get("orders_container") or APPS_CONTAINER)
 
     @property
     def monitoring(self) -> dict[str, Any]:
@@ -170,7 +196,7 @@ def _report(
 
 def drill_node_stopped(lab: Lab, *, node: str | None = None) -> dict[str, Any]:
     name = node or lab.facts["nodes"][-1]["name"]
-    container = f"{CONTAINER_PREFIX}{name}"
+    container = lab.node_container(name)
     offset = _log_offset(lab)
     broke = time.time()
     _run(["docker", "exec", container, "systemctl", "stop", "opensearch"])
@@ -189,7 +215,7 @@ def drill_node_stopped(lab: Lab, *, node: str | None = None) -> dict[str, Any]:
 def _status_exit(lab: Lab) -> dict[str, Any]:
     """scripts/status while the alert fires: its exit code and whether it names the alert."""
     script = lab.repo / "scripts" / "status"
-    if not script.exists():
+    if not lab.status or not script.exists():
         return {}
     result = subprocess.run(  # noqa: S603
         [str(script)], cwd=lab.repo, text=True, capture_output=True, check=False, timeout=120
@@ -208,7 +234,7 @@ def _orders_cut_off(lab: Lab) -> Iterator[None]:
     """Reject the order service's connections to every node's HTTP port. The lab's
     containers share the host's network namespace, so the rule matches the service's
     user (its uid inside the apps container) and nothing else."""
-    uid = _run(["docker", "exec", APPS_CONTAINER, "id", "-u", ORDERS_USER]).stdout.strip()
+    uid = _run(["docker", "exec", lab.orders_container, "id", "-u", ORDERS_USER]).stdout.strip()
     rule = [
         "OUTPUT",
         "-p",
@@ -339,20 +365,87 @@ DRILLS: dict[str, Callable[[Lab], dict[str, Any]]] = {
 }
 
 
+def _run_drill(lab: Lab, name: str) -> bool:
+    """One drill; False (and a DRILL-FAILED line) when it failed."""
+    try:
+        DRILLS[name](lab)
+    except (DrillError, subprocess.CalledProcessError, OSError) as error:
+        detail = error.stderr if isinstance(error, subprocess.CalledProcessError) else ""
+        print(f"DRILL-FAILED {name}: {error} {detail or ''}".rstrip(), flush=True)
+        return False
+    return True
+
+
+def run_drills(lab: Lab, names: Sequence[str], *, parallel: bool = False) -> int:
+    """The drills named, one after the other or side by side; how many failed."""
+    if not parallel:
+        return sum(not _run_drill(lab, name) for name in names)
+    outcomes: dict[str, bool] = {}
+    threads = [
+        threading.Thread(
+            target=lambda name=name: outcomes.__setitem__(name, _run_drill(lab, name)),
+            name=f"drill-{name}",
+        )
+        for name in names
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(not outcomes.get(name, False) for name in names)
+
+
+@contextmanager
+def serving_receiver(listen: str, *, log: Path, token_file: Path | None) -> Iterator[str]:
+    """The webhook receiver (clusterforge.testing.alert_receiver) in this process, on
+    ``listen`` (a loopback host:port; port 0 takes a free one), for the time of the
+    block, which gets its base URL."""
+    host, _, port = listen.rpartition(":")
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log.touch(mode=0o600, exist_ok=True)
+    server = serve(host, int(port), log_path=log, token_file=token_file)
+    thread = threading.Thread(target=server.serve_forever, name="alert-receiver", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="clusterforge.testing.drills", description=__doc__)
     parser.add_argument("--lab-json", type=Path, default=Path("inventories/lab/lab.json"))
     parser.add_argument("--repo", type=Path, default=Path.cwd())
+    parser.add_argument(
+        "--serve-receiver",
+        metavar="HOST:PORT",
+        help="run the webhook receiver here, on this loopback address, while the drills run",
+    )
+    parser.add_argument("--receiver-token-file", type=Path, help="its bearer token's file")
+    parser.add_argument(
+        "--no-status", action="store_true", help="leave out drill (a)'s scripts/status check"
+    )
+    parser.add_argument("--parallel", action="store_true", help="run the drills side by side")
     parser.add_argument("drills", nargs="*", default=list(DRILLS), choices=list(DRILLS))
     args = parser.parse_args(argv)
-    lab = Lab(facts=json.loads(args.lab_json.read_text()), repo=args.repo.resolve())
-    failed = 0
-    for name in args.drills:
-        try:
-            DRILLS[name](lab)
-        except (DrillError, subprocess.CalledProcessError, OSError) as error:
-            print(f"DRILL-FAILED {name}: {error}", flush=True)
-            failed += 1
+    lab = Lab(
+        facts=json.loads(args.lab_json.read_text()),
+        repo=args.repo.resolve(),
+        status=not args.no_status,
+    )
+    names = list(dict.fromkeys(args.drills))
+    if not args.serve_receiver:
+        return 1 if run_drills(lab, names, parallel=args.parallel) else 0
+    try:
+        receiving = serving_receiver(
+            args.serve_receiver, log=lab.receiver_log, token_file=args.receiver_token_file
+        )
+        with receiving:
+            failed = run_drills(lab, names, parallel=args.parallel)
+    except (ValueError, OSError) as error:
+        print(f"DRILL-FAILED receiver: {error}", flush=True)
+        return 1
     return 1 if failed else 0
 
 
