@@ -50,7 +50,7 @@ settings models here, before any host changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -185,36 +185,20 @@ class ActionModule(ActionBase):  # type: ignore[misc]
 
     def _restore(self, result: dict[str, Any]) -> dict[str, Any]:
         """The restore's indices, added to ``planned``'s snapshots section."""
-        args = self._task.args
-        planned = args.get("planned")
-        restore = args.get("restore")
-        if not planned or not isinstance(restore, Mapping):
-            raise AnsibleActionFail(
-                "restore needs planned (register: __clusterforge_plan) and a mapping "
-                "{snapshot, snapshot_indices, requested}"
-            )
-        try:
-            plan = with_restore(
-                plain_data(planned),
+        planned, restore = self._planned_and("restore", "{snapshot, snapshot_indices, requested}")
+        return self._refined(
+            result,
+            lambda: with_restore(
+                planned,
                 str(restore.get("snapshot") or ""),
                 [str(index) for index in restore.get("snapshot_indices") or []],
                 plain_data(restore.get("requested")),
-            )
-        except InventoryError as error:
-            raise AnsibleActionFail("\n".join(error.problems)) from None
-        result.update(changed=False, _ansible_no_log=True, **plan)
-        return result
+            ),
+        )
 
     def _restore_snapshot(self, result: dict[str, Any]) -> dict[str, Any]:
         """The snapshot the restore reads, added to ``planned``'s snapshots section."""
-        args = self._task.args
-        planned = args.get("planned")
-        asked = args.get("restore_snapshot")
-        if not planned or not isinstance(asked, Mapping):
-            raise AnsibleActionFail(
-                "restore_snapshot needs planned (register: __clusterforge_plan) and a mapping "
-                "{requested, snapshots}"
-            )
+        planned, asked = self._planned_and("restore_snapshot", "{requested, snapshots}")
         snapshots = plain_data(asked.get("snapshots") or [])
         if not isinstance(snapshots, list) or not all(
             isinstance(entry, Mapping) for entry in snapshots
@@ -223,10 +207,28 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 "restore_snapshot.snapshots must be the repository's list of snapshots "
                 "(GET _snapshot/<repository>/_all: its snapshots)"
             )
-        try:
-            plan = with_restore_snapshot(
-                plain_data(planned), str(asked.get("requested") or ""), snapshots
+        return self._refined(
+            result,
+            lambda: with_restore_snapshot(planned, str(asked.get("requested") or ""), snapshots),
+        )
+
+    def _planned_and(self, argument: str, shape: str) -> tuple[Any, Mapping[str, Any]]:
+        """``planned`` (plain data) and the mapping ``argument`` of a step that refines the
+        plan; either missing is refused, naming both."""
+        planned = self._task.args.get("planned")
+        value = self._task.args.get(argument)
+        if not planned or not isinstance(value, Mapping):
+            raise AnsibleActionFail(
+                f"{argument} needs planned (register: __clusterforge_plan) and a mapping {shape}"
             )
+        return plain_data(planned), value
+
+    @staticmethod
+    def _refined(result: dict[str, Any], refine: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+        """``result`` with the plan ``refine`` returns (it changes nothing on a host); a
+        refusal names every problem."""
+        try:
+            plan = refine()
         except InventoryError as error:
             raise AnsibleActionFail("\n".join(error.problems)) from None
         result.update(changed=False, _ansible_no_log=True, **plan)
