@@ -28,6 +28,8 @@ from typing import Any
 
 from cryptography import x509
 
+from clusterforge.plan.ldap_syntax import dn_problem, filter_problem
+
 __all__ = [
     "BIND_PASSWORD_ENV",
     "BIND_PASSWORD_REFUSED",
@@ -93,10 +95,9 @@ class LdapDirectory:
 
 
 def _filter_problem(name: str, value: str) -> str | None:
-    if not (value.startswith("(") and value.endswith(")")):
-        return f"{name} {value!r} is not an LDAP filter; put it in parentheses, e.g. (uid={{0}})"
-    if value.count("(") != value.count(")"):
-        return f"{name} {value!r} has unbalanced parentheses; close every '('"
+    syntax = filter_problem(name, value)
+    if syntax:
+        return syntax
     if not _PLACEHOLDER.search(value):
         return f"{name} {value!r} has no placeholder; use {{0}} where the value goes"
     return None
@@ -150,8 +151,11 @@ def build_ldap(
         "opensearch_ldap_rolebase": "where groups are, e.g. ou=groups,dc=example,dc=internal",
     }
     for name, what in required.items():
-        if not str(value(name) or "").strip():
+        given = str(value(name) or "").strip()
+        if not given:
             error(f"opensearch_ldap_enabled is true but {name} is empty; set it to {what}")
+        elif name != "opensearch_ldap_ca_path" and (problem := dn_problem(name, given)):
+            error(problem)
     password_problem = bind_password_problem(value("opensearch_ldap_bind_password"))
     if password_problem:
         error(password_problem)

@@ -19,6 +19,7 @@ import yaml
 from clusterforge.plan.alerting import RULES_FILE_NAME
 from clusterforge.plan.monitoring_user import MonitoringUser, monitoring_value
 from clusterforge.plan.render import MANAGED_HEADER, render_template
+from clusterforge.plan.tls_profile import TlsProfile
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -161,21 +162,14 @@ def token_file(service: str) -> str:
     return f"{PATHS['secrets']}/{service}.token"
 
 
-def _web_tls(cert: str, key: str) -> dict[str, Any]:
-    # One TLS profile for every listener (the proxy's and the cluster's): 1.2 and up,
-    # Go's AEAD suites only.
-    return {
-        "cert_file": cert,
-        "key_file": key,
-        "min_version": "TLS12",
-    }
-
-
-def render_web_config(cert: str, key: str, username: str, password_hash: str) -> str:
-    """exporter-toolkit's web config: TLS and one user, by its bcrypt hash."""
+def render_web_config(
+    cert: str, key: str, username: str, password_hash: str, *, profile: TlsProfile
+) -> str:
+    """exporter-toolkit's web config: the cluster's TLS profile and one user, by its
+    bcrypt hash."""
     return _yaml(
         {
-            "tls_server_config": _web_tls(cert, key),
+            "tls_server_config": profile.go_server_config(cert, key),
             "basic_auth_users": {username: password_hash},
         }
     )
