@@ -359,3 +359,51 @@ def test_a_host_may_name_where_its_node_exporter_listens(tmp_path: Path) -> None
         "os-3": "127.0.0.73",
         "mon-1": "127.0.0.80",
     }
+
+
+def test_a_node_being_removed_leaves_the_scrape_targets_in_that_run(tmp_path: Path) -> None:
+    """opensearch_node_state: absent takes the node's exporter out of prometheus.yml in the
+    run that removes the node; it stayed a target, down, until a later run (issue 51)."""
+    from clusterforge.inventory.variables import TaskHosts
+    from clusterforge.plan.monitoring import read_monitoring_inputs
+
+    hostvars: dict[str, dict[str, Any]] = {name: dict(v) for name, v in nodes(tmp_path)}
+    hostvars["os-4"] = {**hostvars["os-3"], "ansible_host": "127.0.0.74"}
+    hostvars["os-4"]["opensearch_node_state"] = "absent"
+    hostvars["mon-1"] = {"ansible_host": "127.0.0.80"}
+    for variables in hostvars.values():
+        variables["inventory_dir"] = str(tmp_path)
+    source = TaskHosts(
+        {
+            "groups": {"opensearch": ["os-1", "os-2", "os-3", "os-4"], "monitoring": ["mon-1"]},
+            "hostvars": hostvars,
+        },
+        lambda value: value,
+    )
+    cluster = build_cluster(nodes(tmp_path))
+    inputs = read_monitoring_inputs(
+        source,
+        inventory_dir=tmp_path,
+        tls_protocols=cluster.tls_protocols,
+        tls_ciphers=cluster.tls_ciphers,
+        model=(cluster, nodes(tmp_path)),
+    )
+    assert inputs is not None
+    assert "os-4" not in dict(inputs.node_exporters)
+    assert set(dict(inputs.node_exporters)) == {"os-1", "os-2", "os-3", "mon-1"}
+
+
+def test_the_units_give_prometheus_and_alertmanager_the_inventorys_url() -> None:
+    """Notifications link to the URL the inventory gives (--web.external-url), not to the
+    machine's host name; a listener on every address is reached at the host's address."""
+    from clusterforge.plan.monitoring import MonitoringSettings, render_unit
+
+    settings = MonitoringSettings.of(
+        "mon-1",
+        "127.0.0.80",
+        {"monitoring_prometheus_listen_address": "0.0.0.0"},  # noqa: S104 - not bound
+    )
+    prometheus = render_unit("prometheus", settings=settings)
+    alertmanager = render_unit("alertmanager", settings=settings)
+    assert "--web.external-url=https://127.0.0.80:9090 " in prometheus
+    assert "--web.external-url=https://127.0.0.80:9093 " in alertmanager

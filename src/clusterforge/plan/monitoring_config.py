@@ -123,11 +123,21 @@ class MonitoringSettings:
 
     @property
     def prometheus_url(self) -> str:
-        return f"https://{host_port(self.prometheus_listen, self.prometheus_port)}"
+        return f"https://{host_port(self._reachable(self.prometheus_listen), self.prometheus_port)}"
 
     @property
     def alertmanager_url(self) -> str:
-        return f"https://{host_port(self.alertmanager_listen, self.alertmanager_port)}"
+        reachable = self._reachable(self.alertmanager_listen)
+        return f"https://{host_port(reachable, self.alertmanager_port)}"
+
+    def _reachable(self, listen: str) -> str:
+        """Where a person reaches a listener: its address, or the host's where it listens
+        on every address. The units pass it as --web.external-url, so a notification's
+        links lead there (without it Prometheus wrote its machine's host name)."""
+        return self.address if listen in _ANY_ADDRESS else listen
+
+
+_ANY_ADDRESS = ("", "0.0.0.0", "::")  # noqa: S104 - compared with, never bound
 
 
 def host_port(host: str, port: int) -> str:
