@@ -407,3 +407,29 @@ def test_the_units_give_prometheus_and_alertmanager_the_inventorys_url() -> None
     alertmanager = render_unit("alertmanager", settings=settings)
     assert "--web.external-url=https://127.0.0.80:9090 " in prometheus
     assert "--web.external-url=https://127.0.0.80:9093 " in alertmanager
+
+
+def test_no_snapshot_age_alert_without_a_schedule_or_a_given_age() -> None:
+    """A repository and no schedule: nothing takes snapshots, so their age is no alert
+    (a fresh lab fired OpenSearchSnapshotTooOld 13 minutes after scripts/up, issue 51).
+    A schedule, or an age given, brings the alert."""
+    from clusterforge.plan.alert_rules import alert_rules
+    from clusterforge.plan.alerting import build_alerting
+
+    def rules(variables: dict[str, Any], scheduled: bool) -> str:
+        return alert_rules(build_alerting(variables, snapshots_scheduled=scheduled), 3)
+
+    assert "OpenSearchSnapshotTooOld" not in rules({}, False)
+    assert "OpenSearchSnapshotTooOld" in rules({}, True)
+    assert "OpenSearchSnapshotTooOld" in rules({"monitoring_alert_snapshot_max_age": "2d"}, False)
+
+
+def test_the_tls_lab_schedules_snapshots() -> None:
+    from clusterforge.lab.lab_inventory import lab_snapshot_vars
+    from clusterforge.plan.snapshot_schedule import declared_schedule
+
+    assert lab_snapshot_vars("open") == {}
+    schedule = declared_schedule(lab_snapshot_vars("tls"))
+    assert schedule is not None
+    # Every 5 minutes; the lab's monitoring_alert_snapshot_max_age (10m) stays above it.
+    assert schedule["allowed_age_seconds"] == 2 * 300 + 60

@@ -133,7 +133,7 @@ def alert_rules(alerting: Alerting, expected_nodes: int) -> str:
         _disk_rule(a.disk_high, "high", a.disk_for),
         _heap_high(a),
         _certificate_expiring(a),
-        _snapshot_too_old(a),
+        *([_snapshot_too_old(a.snapshot_max_age)] if a.snapshot_max_age else []),
         _outbox_backlog(a),
         _service_5xx(a),
     ]
@@ -397,19 +397,19 @@ def _certificate_expiring(a: Alerting) -> dict[str, Any]:
     )
 
 
-def _snapshot_too_old(a: Alerting) -> dict[str, Any]:
+def _snapshot_too_old(max_age: str) -> dict[str, Any]:
     return _rule(
         "OpenSearchSnapshotTooOld",
         "time() - max by (repository) ("
         'elasticsearch_snapshot_stats_latest_snapshot_timestamp_seconds{job="opensearch"} '
         'or clusterforge_snapshot_last_success_timestamp_seconds{job="node"}) > '
-        f"{_seconds(a.snapshot_max_age)}",
+        f"{_seconds(max_age)}",
         duration="5m",
         severity="warning",
-        summary="No successful snapshot in {{ $labels.repository }} for " + a.snapshot_max_age,
+        summary="No successful snapshot in {{ $labels.repository }} for " + max_age,
         description=(
             "Repository {{ $labels.repository }} holds no successful snapshot newer than "
-            f"{a.snapshot_max_age} (monitoring_alert_snapshot_max_age)."
+            f"{max_age} (monitoring_alert_snapshot_max_age)."
         ),
         runbook=(
             "Take one now with `ansible-playbook playbooks/snapshot.yml`, then check the "

@@ -64,6 +64,7 @@ def build_host_alerting(
         engine_settings=engine_settings,
         cert_renew_within_days=int(renew),
         rules_base_dir=inventory_dir,
+        snapshots_scheduled=first.get("opensearch_snapshot_schedule") not in (None, ""),
     )
 
 

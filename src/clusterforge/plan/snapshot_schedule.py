@@ -337,6 +337,25 @@ def security_additions(password: str) -> dict[str, Any]:
     }
 
 
+def declared_schedule(variables: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The schedule the inventory declares, as ``scripts/status`` judges the snapshots'
+    age by it: ``{"calendar", "allowed_age_seconds"}``, or None without a schedule (then no
+    age is a problem). ``allowed_age_seconds`` is opensearch_snapshot_max_age where given,
+    else two periods and a minute; 0 where the calendar cannot be read here."""
+    raw = variables.get(SCHEDULE_VARIABLE)
+    if raw in (None, ""):
+        return None
+    expression = str(raw)
+    try:
+        calendar, period = check_calendar(expression)
+    except CalendarError:
+        calendar, period = expression, 0
+    given = variables.get(MAX_AGE_VARIABLE)
+    max_age = duration_seconds(str(given)) if given not in (None, "") else None
+    allowed = max_age if max_age is not None else (allowed_age_seconds(period) if period else 0)
+    return {"calendar": calendar, "allowed_age_seconds": allowed}
+
+
 def allowed_age_seconds(period_seconds: int) -> int:
     """How old the newest scheduled snapshot may be before status calls it a problem:
     two periods (one run may fail or skip) and a minute for the snapshot itself."""
