@@ -139,7 +139,9 @@ def test_declared_schedule_from_the_inventorys_variables() -> None:
     hourly = declared_schedule({"opensearch_snapshot_schedule": "hourly"})
     # systemd-analyze normalizes the calendar (*-*-* *:00:00) where it is installed.
     assert hourly is not None and hourly["allowed_age_seconds"] == 2 * 3600 + 60
-    given = declared_schedule(
-        {"opensearch_snapshot_schedule": "daily", "opensearch_snapshot_max_age": "30h"}
+    # opensearch_snapshot_max_age is retention (what the runner deletes), not the age
+    # status allows: a daily schedule allows two days and a minute whatever it says.
+    daily = declared_schedule(
+        {"opensearch_snapshot_schedule": "daily", "opensearch_snapshot_max_age": "30d"}
     )
-    assert given is not None and given["allowed_age_seconds"] == 30 * 3600
+    assert daily is not None and daily["allowed_age_seconds"] == 2 * 86400 + 60

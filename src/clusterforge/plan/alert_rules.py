@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.durations import whole_seconds
 from clusterforge.plan.alerting_model import Alerting, Watermark
 from clusterforge.plan.render import MANAGED_HEADER
 
@@ -175,11 +176,7 @@ def _rule(
 
 
 def _seconds(duration: str) -> int:
-    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", duration)
-    if not match:
-        raise ValueError(duration)
-    factor = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-    return int(int(match.group(1)) * factor)
+    return whole_seconds(duration)
 
 
 def _number(value: float) -> str:
