@@ -49,6 +49,7 @@ from clusterforge.plan.monitoring import MonitoringUser
 from clusterforge.plan.monitoring import security_additions as monitoring_security_additions
 from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch, security_additions
 from clusterforge.plan.snapshot_schedule import security_additions as snapshot_security_additions
+from clusterforge.plan.tls_profile import TlsProfile
 
 HASH_STATE_FILE = "internal_users.hashes.json"
 
@@ -210,6 +211,7 @@ def plan_security_files(
             cluster.ldap,
             config_dir=cluster.config_dir,
             internal_users=[*PREDEFINED_USER_NAMES, *(str(user["name"]) for user in users)],
+            tls=TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers),
         )
     rendered = render_cluster_security(
         pki_dir=Path(pki.pki_dir),

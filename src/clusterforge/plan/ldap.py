@@ -29,6 +29,7 @@ from typing import Any
 from cryptography import x509
 
 from clusterforge.plan.ldap_syntax import dn_problem, filter_problem
+from clusterforge.plan.tls_profile import TlsProfile
 
 __all__ = [
     "BIND_PASSWORD_ENV",
@@ -182,8 +183,16 @@ def build_ldap(
     )
 
 
-def _connection(ldap: LdapDirectory, config_dir: str) -> dict[str, Any]:
+def _connection(ldap: LdapDirectory, config_dir: str, tls: TlsProfile) -> dict[str, Any]:
+    # The cluster's one profile on the nodes' connections to the directory too (JDK names,
+    # as the plugin takes them); unset, the plugin chose its own list.
+    profile: dict[str, Any] = (
+        {"enabled_ssl_protocols": list(tls.protocols), "enabled_ssl_ciphers": list(tls.ciphers)}
+        if tls.protocols and tls.ciphers
+        else {}
+    )
     return {
+        **profile,
         "hosts": list(ldap.hosts),
         "enable_ssl": ldap.tls == "ldaps",
         "enable_start_tls": ldap.tls == "starttls",
@@ -200,7 +209,11 @@ def _connection(ldap: LdapDirectory, config_dir: str) -> dict[str, Any]:
 
 
 def config_domains(
-    ldap: LdapDirectory, *, config_dir: str, internal_users: Sequence[str]
+    ldap: LdapDirectory,
+    *,
+    config_dir: str,
+    internal_users: Sequence[str],
+    tls: TlsProfile | None = None,
 ) -> dict[str, Mapping[str, Any]]:
     """config.yml's ``authc`` (internal and LDAP) and ``authz`` (LDAP groups) sections.
 
@@ -210,7 +223,7 @@ def config_domains(
     internal database, and a directory that is down must not slow or fail their logins.
     """
     internal_first = ldap.domain_order == "internal_first"
-    connection = _connection(ldap, config_dir)
+    connection = _connection(ldap, config_dir, tls or TlsProfile.of((), ()))
     internal = {
         "description": "HTTP Basic against the internal user database",
         "http_enabled": True,

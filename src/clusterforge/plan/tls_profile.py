@@ -26,8 +26,25 @@ OPENSSL_TLS12_NAMES = {
     "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
 }
 TLS13_SUITES = ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256")
+# GnuTLS's names (Debian's slapd is built with GnuTLS) for the profile's parts.
+_GNUTLS_VERSIONS = {"TLSv1.3": "VERS-TLS1.3", "TLSv1.2": "VERS-TLS1.2"}
+_GNUTLS_CIPHERS = {
+    "AES_256_GCM": "AES-256-GCM",
+    "AES_128_GCM": "AES-128-GCM",
+    "CHACHA20_POLY1305": "CHACHA20-POLY1305",
+}
 _GO_VERSIONS = {"TLSv1.2": "TLS12", "TLSv1.3": "TLS13"}
 _OPENSSL_VERSIONS = {"TLSv1.2": "TLSv1.2", "TLSv1.3": "TLSv1.3"}
+
+
+def default_profile() -> TlsProfile:
+    """The profile of a cluster that leaves opensearch_tls_* at their defaults (the lab's)."""
+    from clusterforge.schema import load_schema
+
+    schema = load_schema()
+    return TlsProfile.of(
+        schema.default_of("opensearch_tls_protocols"), schema.default_of("opensearch_tls_ciphers")
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +57,13 @@ class TlsProfile:
     @classmethod
     def of(cls, protocols: Sequence[str], ciphers: Sequence[str]) -> TlsProfile:
         return cls(protocols=tuple(protocols), ciphers=tuple(ciphers))
+
+    def tls13_only(self) -> TlsProfile:
+        """The profile's TLS 1.3 part alone, for a server that cannot refuse a client's
+        TLS 1.2 renegotiation (GnuTLS in slapd); itself when it has no TLS 1.3."""
+        if "TLSv1.3" not in self.protocols:
+            return self
+        return TlsProfile(protocols=("TLSv1.3",), ciphers=self.tls13_suites)
 
     @property
     def tls12_ciphers(self) -> tuple[str, ...]:
@@ -97,3 +121,22 @@ class TlsProfile:
     def openssl_cipher_string(self) -> str:
         """One OpenSSL cipher string of TLS 1.2's suites (slapd, nginx's ssl_ciphers)."""
         return ":".join(self.tls12_openssl_ciphers)
+
+    def gnutls_priority(self) -> str:
+        """A GnuTLS priority string (slapd's TLSCipherSuite): the profile's versions, its
+        AEAD ciphers and ECDHE key exchange only. Without it Debian's slapd offered TLS 1.0,
+        CBC suites and RSA key transport beside them, whatever TLSProtocolMin said."""
+        ciphers: list[str] = []
+        exchanges: list[str] = []
+        for name in self.ciphers:
+            for part, gnutls in _GNUTLS_CIPHERS.items():
+                if part in name and gnutls not in ciphers:
+                    ciphers.append(gnutls)
+            for exchange in ("ECDHE_RSA", "ECDHE_ECDSA"):
+                if f"TLS_{exchange}_" in name and exchange.replace("_", "-") not in exchanges:
+                    exchanges.append(exchange.replace("_", "-"))
+        versions = [_GNUTLS_VERSIONS[version] for version in self.protocols]
+        parts = ["NORMAL", "-VERS-ALL", *(f"+{v}" for v in versions), "-CIPHER-ALL"]
+        parts += [f"+{cipher}" for cipher in ciphers]
+        parts += ["-MAC-ALL", "+AEAD", "-KX-ALL", *(f"+{kx}" for kx in exchanges)]
+        return ":".join(parts)
