@@ -19,6 +19,7 @@ import argparse
 import difflib
 import re
 import sys
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -576,7 +577,45 @@ def generated_files(root: Path = ROOT, schema: Schema | None = None) -> dict[Pat
         files[readme] = replace_generated_block(readme.read_text(), table, readme)
     page = root / "docs" / "variables.md"
     files[page] = replace_generated_block(page.read_text(), variables_page_table(schema), page)
+    example = root / EXAMPLE_CLUSTER_VARS
+    files[example] = render_example_vars(example.read_text(), schema, example)
     return files
+
+
+# The example inventory's cluster variables: the settings it chooses, then every other
+# opensearch_* variable, commented, at its default (generated, so none goes missing).
+EXAMPLE_CLUSTER_VARS = "inventories/example/group_vars/opensearch/vars.yml"
+
+
+def render_example_vars(text: str, schema: Schema, path: Path) -> str:
+    """``text`` (the example's vars.yml) with its generated block listing every
+    ``opensearch_*`` variable the file does not set, commented, with its default."""
+    begin, end = text.find(YAML_BEGIN_MARKER), text.find(YAML_END_MARKER)
+    if begin < 0 or end < begin:
+        raise ValueError(f"{path} has no {YAML_BEGIN_MARKER!r} ... {YAML_END_MARKER!r} block")
+    chosen = yaml.safe_load(text[:begin] + text[end:]) or {}
+    lines = []
+    for var in schema.variables.values():
+        if not var.name.startswith("opensearch_") or var.name in chosen:
+            continue
+        where = " Per host (host_vars)." if var.scope == "host" else ""
+        lines += textwrap.wrap(
+            f"{var.description}{where}", width=98, initial_indent="# ", subsequent_indent="# "
+        )
+        default = var.default if var.has_default else None
+        shown = "(unset)" if default is None else _flow(default)
+        lines.append(f"# {var.name}: {shown}")
+    return text[: begin + len(YAML_BEGIN_MARKER)] + "\n" + "\n".join(lines) + "\n" + text[end:]
+
+
+def _flow(value: Any) -> str:
+    """One line of YAML for a default (flow style for lists and mappings)."""
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=10**6)
+        .strip()
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def drifted_files(root: Path = ROOT) -> list[Path]:
