@@ -253,3 +253,35 @@ def planned_files(plan: TlsProxyPlan) -> dict[str, str]:
         plan.config_path: render_nginx_conf(plan),
         f"/etc/systemd/system/{plan.service_name}.service": render_unit(plan),
     }
+
+
+def check_tls_proxies(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    *,
+    tls_protocols: Sequence[str],
+    tls_ciphers: Sequence[str],
+) -> list[str]:
+    """Every service host's proxy planned as its role will plan it, for the inventory
+    check: its ports' clashes, its binds and the profile's suites, each problem naming
+    the variable. The role's action found these only once the run reached the host."""
+    by_host: dict[str, dict[str, Any]] = {}
+    services_of: dict[str, list[str]] = {}
+    for service, hosts in services_vars.items():
+        for host, variables in hosts:
+            by_host.setdefault(host, {}).update(variables)
+            services_of.setdefault(host, []).append(service)
+    problems: list[str] = []
+    for host, variables in by_host.items():
+        try:
+            plan_tls_proxy(
+                host,
+                variables,
+                services_of[host],
+                tls_protocols=tls_protocols,
+                tls_ciphers=tls_ciphers,
+            )
+        except InventoryError as error:
+            problems += error.problems
+        except (TypeError, ValueError):
+            continue  # a value of the wrong type: the services' own check names it
+    return problems

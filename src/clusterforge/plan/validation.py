@@ -56,6 +56,8 @@ from clusterforge.plan.services_plan import (
     with_search_password,
 )
 from clusterforge.plan.snapshots import plan_snapshots
+from clusterforge.plan.tls_profile import TlsProfile, default_profile
+from clusterforge.plan.tls_proxy import check_tls_proxies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +188,16 @@ def validate_inventory(
         problems.extend(_cluster_problems(cluster, nodes_vars[0][1], inventory_dir, orders_search))
     problems.extend(
         check_monitoring(cluster, nodes_vars, monitoring_vars, inventory_dir=inventory_dir)
+    )
+    profile = (
+        TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers)
+        if cluster is not None and cluster.tls_protocols
+        else default_profile()
+    )
+    problems.extend(
+        check_tls_proxies(
+            services_vars, tls_protocols=profile.protocols, tls_ciphers=profile.ciphers
+        )
     )
     if review:
         warnings.extend(f"{finding}{REVIEW_WARNING_SUFFIX}" for finding in deploy_only)
