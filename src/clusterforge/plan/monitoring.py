@@ -92,7 +92,7 @@ from clusterforge.plan.monitoring_user import (
     monitoring_hosts_vars,
     monitoring_variables,
     plan_monitoring_user,
-    security_additions,
+    toolkit_user,
 )
 from clusterforge.plan.tls_profile import TlsProfile
 from clusterforge.schema import load_schema
@@ -147,7 +147,7 @@ __all__ = [
     "render_unit",
     "render_web_config",
     "rendered_for_own_prometheus",
-    "security_additions",
+    "toolkit_user",
 ]
 
 

@@ -33,6 +33,7 @@ from clusterforge.durations import duration_problem
 from clusterforge.durations import duration_seconds as parse_duration
 from clusterforge.errors import InventoryError
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.plan.toolkit_users import ToolkitUser
 from clusterforge.schema import as_int
 
 if TYPE_CHECKING:
@@ -322,24 +323,16 @@ def runner_config(
     }
 
 
-def security_additions(password: str) -> dict[str, Any]:
-    """The snapshot user, its role and the mapping, for the security files."""
-    from clusterforge.pki.security_config import RoleMapping
-
-    return {
-        "user": {
-            "name": SNAPSHOT_USER,
-            "password": password,
-            "backend_roles": [],
-            "description": "Scheduled snapshots (clusterforge)",
-        },
-        "roles": {SNAPSHOT_ROLE: dict(SNAPSHOT_ROLE_BODY)},
-        "role_mappings": {
-            SNAPSHOT_ROLE: RoleMapping(
-                users=(SNAPSHOT_USER,), description="The scheduled snapshots' user"
-            )
-        },
-    }
+def toolkit_user(password: str, password_file: str | None = None) -> ToolkitUser:
+    """The scheduled snapshots' runner as a row of the toolkit's users."""
+    return ToolkitUser(
+        name=SNAPSHOT_USER,
+        description="Scheduled snapshots (clusterforge)",
+        mapping_description="The scheduled snapshots' user",
+        password=password,
+        password_file=password_file,
+        permissions={SNAPSHOT_ROLE: SNAPSHOT_ROLE_BODY},
+    )
 
 
 def declared_schedule(variables: Mapping[str, Any]) -> dict[str, Any] | None:
