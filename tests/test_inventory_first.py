@@ -224,6 +224,32 @@ def plugin_zip(version: str, name: str = "analysis-fake") -> Mutation:
     return mutate
 
 
+MONITORING_HOST = ("mon1", "127.0.0.36")
+
+
+def monitoring(**values: Any) -> Mutation:
+    """A monitoring host (the group monitoring) with ``values`` as its group's variables."""
+
+    def mutate(inventory: Path) -> None:
+        path = inventory / "hosts.yml"
+        data = read_yaml(path)
+        name, address = MONITORING_HOST
+        data["all"]["children"]["monitoring"] = {"hosts": {name: {"ansible_host": address}}}
+        write_yaml(path, data)
+        write_yaml(inventory / "group_vars" / "monitoring.yml", values)
+
+    return mutate
+
+
+LDAP_VARS: dict[str, Any] = {
+    "opensearch_ldap_enabled": True,
+    "opensearch_ldap_hosts": ["127.0.0.37:636"],
+    "opensearch_ldap_bind_dn": "cn=opensearch,ou=services,dc=example,dc=internal",
+    "opensearch_ldap_bind_password": "Invfirst-Bind-4d2a",
+    "opensearch_ldap_rolebase": "ou=groups,dc=example,dc=internal",
+}
+
+
 def missing_console_archive(inventory: Path) -> None:
     other_group_vars("dashboards", dashboards_archive_path="/nonexistent/osd.tar.gz")(inventory)
 
@@ -394,6 +420,51 @@ CASES = [
         ("opensearch_snapshot_repository",),
     ),
     Case("console-archive-missing", missing_console_archive, ("dashboards_archive_path",)),
+    # The monitoring play runs last; its settings are checked with the rest (issue 51).
+    Case(
+        "monitoring-duration-word",
+        monitoring(monitoring_alert_red_for="banana"),
+        ("monitoring_alert_red_for",),
+    ),
+    Case(
+        "monitoring-duration-negative",
+        monitoring(monitoring_scrape_interval="-5m"),
+        ("monitoring_scrape_interval",),
+    ),
+    Case(
+        "monitoring-one-port",
+        monitoring(monitoring_prometheus_port=9093, monitoring_alertmanager_port=9093),
+        ("monitoring_prometheus_port", "monitoring_alertmanager_port"),
+    ),
+    Case(
+        "monitoring-heap-percent",
+        monitoring(monitoring_alert_heap_percent=250),
+        ("monitoring_alert_heap_percent",),
+    ),
+    Case(
+        "monitoring-receiver-url",
+        monitoring(monitoring_alertmanager_receivers=[{"name": "ops", "webhook": {"url": "nope"}}]),
+        ("monitoring_alertmanager_receivers", "webhook.url"),
+    ),
+    Case(
+        "monitoring-unknown-variable",
+        monitoring(monitoring_scrape_intervall="30s"),
+        ("monitoring_scrape_intervall", "monitoring_scrape_interval"),
+    ),
+    Case(
+        "ldap-userbase-not-a-dn",
+        group_vars(**LDAP_VARS, opensearch_ldap_userbase="not a dn"),
+        ("opensearch_ldap_userbase",),
+    ),
+    Case(
+        "ldap-filter-not-a-filter",
+        group_vars(
+            **LDAP_VARS,
+            opensearch_ldap_userbase="ou=people,dc=example,dc=internal",
+            opensearch_ldap_usersearch="(uid={0}",
+        ),
+        ("opensearch_ldap_usersearch",),
+    ),
     Case(
         "console-port",
         other_group_vars("dashboards", dashboards_port="console"),

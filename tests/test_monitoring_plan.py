@@ -359,3 +359,77 @@ def test_a_host_may_name_where_its_node_exporter_listens(tmp_path: Path) -> None
         "os-3": "127.0.0.73",
         "mon-1": "127.0.0.80",
     }
+
+
+def test_a_node_being_removed_leaves_the_scrape_targets_in_that_run(tmp_path: Path) -> None:
+    """opensearch_node_state: absent takes the node's exporter out of prometheus.yml in the
+    run that removes the node; it stayed a target, down, until a later run (issue 51)."""
+    from clusterforge.inventory.variables import TaskHosts
+    from clusterforge.plan.monitoring import read_monitoring_inputs
+
+    hostvars: dict[str, dict[str, Any]] = {name: dict(v) for name, v in nodes(tmp_path)}
+    hostvars["os-4"] = {**hostvars["os-3"], "ansible_host": "127.0.0.74"}
+    hostvars["os-4"]["opensearch_node_state"] = "absent"
+    hostvars["mon-1"] = {"ansible_host": "127.0.0.80"}
+    for variables in hostvars.values():
+        variables["inventory_dir"] = str(tmp_path)
+    source = TaskHosts(
+        {
+            "groups": {"opensearch": ["os-1", "os-2", "os-3", "os-4"], "monitoring": ["mon-1"]},
+            "hostvars": hostvars,
+        },
+        lambda value: value,
+    )
+    cluster = build_cluster(nodes(tmp_path))
+    inputs = read_monitoring_inputs(
+        source,
+        inventory_dir=tmp_path,
+        tls_protocols=cluster.tls_protocols,
+        tls_ciphers=cluster.tls_ciphers,
+        model=(cluster, nodes(tmp_path)),
+    )
+    assert inputs is not None
+    assert "os-4" not in dict(inputs.node_exporters)
+    assert set(dict(inputs.node_exporters)) == {"os-1", "os-2", "os-3", "mon-1"}
+
+
+def test_the_units_give_prometheus_and_alertmanager_the_inventorys_url() -> None:
+    """Notifications link to the URL the inventory gives (--web.external-url), not to the
+    machine's host name; a listener on every address is reached at the host's address."""
+    from clusterforge.plan.monitoring import MonitoringSettings, render_unit
+
+    settings = MonitoringSettings.of(
+        "mon-1",
+        "127.0.0.80",
+        {"monitoring_prometheus_listen_address": "0.0.0.0"},  # noqa: S104 - not bound
+    )
+    prometheus = render_unit("prometheus", settings=settings)
+    alertmanager = render_unit("alertmanager", settings=settings)
+    assert "--web.external-url=https://127.0.0.80:9090 " in prometheus
+    assert "--web.external-url=https://127.0.0.80:9093 " in alertmanager
+
+
+def test_no_snapshot_age_alert_without_a_schedule_or_a_given_age() -> None:
+    """A repository and no schedule: nothing takes snapshots, so their age is no alert
+    (a fresh lab fired OpenSearchSnapshotTooOld 13 minutes after scripts/up, issue 51).
+    A schedule, or an age given, brings the alert."""
+    from clusterforge.plan.alert_rules import alert_rules
+    from clusterforge.plan.alerting import build_alerting
+
+    def rules(variables: dict[str, Any], scheduled: bool) -> str:
+        return alert_rules(build_alerting(variables, snapshots_scheduled=scheduled), 3)
+
+    assert "OpenSearchSnapshotTooOld" not in rules({}, False)
+    assert "OpenSearchSnapshotTooOld" in rules({}, True)
+    assert "OpenSearchSnapshotTooOld" in rules({"monitoring_alert_snapshot_max_age": "2d"}, False)
+
+
+def test_the_tls_lab_schedules_snapshots() -> None:
+    from clusterforge.lab.lab_inventory import lab_snapshot_vars
+    from clusterforge.plan.snapshot_schedule import declared_schedule
+
+    assert lab_snapshot_vars("open") == {}
+    schedule = declared_schedule(lab_snapshot_vars("tls"))
+    assert schedule is not None
+    # Every 5 minutes; the lab's monitoring_alert_snapshot_max_age (10m) stays above it.
+    assert schedule["allowed_age_seconds"] == 2 * 300 + 60

@@ -19,10 +19,17 @@ import pytest
 
 from clusterforge.pki.hashing import hash_password
 from clusterforge.plan.monitoring import render_web_config
+from clusterforge.plan.tls_profile import TlsProfile
+from clusterforge.schema import load_schema
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="Debian's prometheus is not installed")
 PASSWORD = "unit-web-password-0123456789"
+# The cluster's defaults, as the plan hands them to every listener.
+CLUSTER_PROFILE = TlsProfile.of(
+    load_schema().default_of("opensearch_tls_protocols"),
+    load_schema().default_of("opensearch_tls_ciphers"),
+)
 
 
 def _openssl(*args: str) -> None:
@@ -92,7 +99,13 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     )
     web = tmp_path / "web.yml"
     web.write_text(
-        render_web_config(str(cert), str(key), "clusterforge", hash_password(PASSWORD, rounds=10))
+        render_web_config(
+            str(cert),
+            str(key),
+            "clusterforge",
+            hash_password(PASSWORD, rounds=10),
+            profile=CLUSTER_PROFILE,
+        )
     )
     config = tmp_path / "prometheus.yml"
     config.write_text("global: {scrape_interval: 1m}\n")
@@ -145,3 +158,45 @@ def test_tls_and_the_password(prometheus: tuple[str, Path]) -> None:
         _get(url, None, PASSWORD)  # the system's CAs do not verify it
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url.replace("https", "http") + "/-/healthy", timeout=5)  # noqa: S310
+
+
+def _handshake(url: str, ca: Path, *, cipher: str, version: ssl.TLSVersion) -> bool:
+    """Whether the server completes a handshake offering only ``cipher`` at ``version``."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.minimum_version = version
+    context.maximum_version = version
+    context.set_ciphers(cipher)
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1"),
+        ):
+            return True
+    except (ssl.SSLError, ConnectionError):
+        return False
+
+
+# Suites Go offers for an ECDSA key unless told otherwise: CBC with SHA-1 or SHA-256 MACs
+# (LUCKY13), as testssl.sh found on Prometheus, Alertmanager and the node exporter.
+WEAK_ECDSA_SUITES = (
+    "ECDHE-ECDSA-AES128-SHA",
+    "ECDHE-ECDSA-AES256-SHA",
+    "ECDHE-ECDSA-AES128-SHA256",
+)
+
+
+@pytest.mark.parametrize("cipher", WEAK_ECDSA_SUITES)
+def test_no_cbc_suite_is_offered(prometheus: tuple[str, Path], cipher: str) -> None:
+    url, ca = prometheus
+    assert not _handshake(url, ca, cipher=cipher, version=ssl.TLSVersion.TLSv1_2)
+
+
+def test_the_clusters_aead_suites_are(prometheus: tuple[str, Path]) -> None:
+    url, ca = prometheus
+    assert _handshake(
+        url, ca, cipher="ECDHE-ECDSA-AES256-GCM-SHA384", version=ssl.TLSVersion.TLSv1_2
+    )
+    assert _handshake(
+        url, ca, cipher="ECDHE-ECDSA-CHACHA20-POLY1305", version=ssl.TLSVersion.TLSv1_2
+    )

@@ -8,6 +8,7 @@ in one error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -656,3 +657,14 @@ def test_variables_of_other_prefixes_are_not_ours_to_refuse() -> None:
     assert unknown_variable("ansible_host") is None
     assert unknown_variable("user_directory_port") is None
     assert unknown_variable("opensearch_heap_size") is None
+
+
+def test_the_example_names_every_opensearch_variable() -> None:
+    """inventories/example's vars.yml says it holds every cluster variable: those it sets,
+    then every other one, commented, at its default (issue 51: 37 of 84 were missing)."""
+    from clusterforge.schema import EXAMPLE_CLUSTER_VARS, ROOT
+
+    text = (ROOT / EXAMPLE_CLUSTER_VARS).read_text()
+    named = set(re.findall(r"^#? ?(opensearch_[a-z0-9_]+):", text, re.M))
+    declared = {name for name in load_schema().variables if name.startswith("opensearch_")}
+    assert declared - named == set()

@@ -94,3 +94,54 @@ def test_the_next_run_from_systemd_follows_the_calendar() -> None:
         datetime(2026, 11, 23, 2, 0, tzinfo=UTC),
         datetime(2026, 11, 23, 0, 0, tzinfo=UTC),
     )
+
+
+def test_with_the_schedule_removed_an_old_scheduled_snapshot_is_no_problem() -> None:
+    """The inventory declares no schedule (it was set, then removed): the repository's old
+    scheduled snapshots, however old, are no problem (issue 51: status stayed at 1)."""
+    old = snapshot("lab-scheduled-1", 10**6, metadata={"clusterforge": MINUTE})
+    failed = snapshot("lab-scheduled-2", 10**5, state="FAILED", metadata={"clusterforge": MINUTE})
+    section, problems = snapshot_status(
+        recorded(old, failed), now=NOW, declared=None, next_run=fixed_next
+    )
+    assert problems == []
+    assert section is not None and section["next_run"] is None
+    # The same repository judged as before, by the snapshots' own metadata, is a problem.
+    _, judged = snapshot_status(recorded(old, failed), now=NOW, next_run=fixed_next)
+    assert judged
+
+
+def test_the_declared_schedule_wins_over_the_snapshots_metadata() -> None:
+    """An hourly schedule now declared, the last minutely snapshot 10 minutes old: fine."""
+    hourly = {"calendar": "hourly", "allowed_age_seconds": 2 * 3600 + 60}
+    section, problems = snapshot_status(
+        recorded(snapshot("lab-scheduled-1", 600, metadata={"clusterforge": MINUTE})),
+        now=NOW,
+        declared=hourly,
+        next_run=fixed_next,
+    )
+    assert problems == []
+    assert section is not None and section["schedule"] == "hourly"
+    _, too_old = snapshot_status(
+        recorded(snapshot("lab-scheduled-1", 3 * 3600, metadata={"clusterforge": MINUTE})),
+        now=NOW,
+        declared=hourly,
+        next_run=fixed_next,
+    )
+    assert len(too_old) == 1 and "hourly" in too_old[0]
+
+
+def test_declared_schedule_from_the_inventorys_variables() -> None:
+    from clusterforge.plan.snapshot_schedule import declared_schedule
+
+    assert declared_schedule({}) is None
+    assert declared_schedule({"opensearch_snapshot_schedule": ""}) is None
+    hourly = declared_schedule({"opensearch_snapshot_schedule": "hourly"})
+    # systemd-analyze normalizes the calendar (*-*-* *:00:00) where it is installed.
+    assert hourly is not None and hourly["allowed_age_seconds"] == 2 * 3600 + 60
+    # opensearch_snapshot_max_age is retention (what the runner deletes), not the age
+    # status allows: a daily schedule allows two days and a minute whatever it says.
+    daily = declared_schedule(
+        {"opensearch_snapshot_schedule": "daily", "opensearch_snapshot_max_age": "30d"}
+    )
+    assert daily is not None and daily["allowed_age_seconds"] == 2 * 86400 + 60

@@ -261,3 +261,21 @@ def test_the_proxy_flag_is_read_as_ansible_reads_a_boolean() -> None:
     assert [entry.service for entry in only_orders.services] == ["order_service"]
     with pytest.raises(InventoryError, match=r"user_directory_tls_proxy .* not a boolean"):
         _plan({"user_directory_tls_proxy": "maybe"})
+
+
+def test_the_inventory_check_finds_a_proxy_port_clash_before_any_host() -> None:
+    """The proxy's port clash, found by validate_inventory (the first play of every
+    playbook) rather than by the proxy's action once the run reached the host."""
+    from clusterforge.plan.validation import validate_inventory
+
+    clash = {
+        "order_service_host": "127.0.0.1",
+        "order_service_port": 8082,
+        "order_service_app_port": 8082,
+        "order_service_auth_tokens": ["proxy-clash-token-0123456789abcdef"],
+    }
+    with pytest.raises(InventoryError) as refused:
+        validate_inventory([], services_vars={"order_service": [("apps-1", clash)]})
+    assert any("share a port" in problem for problem in refused.value.problems), (
+        refused.value.problems
+    )

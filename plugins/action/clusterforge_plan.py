@@ -153,6 +153,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     project_root=PROJECT_ROOT,
                     services_vars=services,
                     database_vars=database_vars(hosts),
+                    monitoring_vars=monitoring_hosts_vars(hosts),
                 )
                 result.update(
                     changed=False,

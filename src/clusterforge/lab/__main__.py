@@ -39,7 +39,8 @@ def manager_count(text: str) -> int:
     return _whole_number(text, "--managers", 0, MAX_NODES - 1)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The lab's command line (the README lists ``up``'s options; a test holds them)."""
     parser = argparse.ArgumentParser(prog="clusterforge-lab", description=__doc__)
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="the project checkout")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -110,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser(
         "prepare", help="start a docker engine if needed and build the lab image (for molecule)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     lab = Lab(repo=args.repo.resolve(), lab_dir=args.repo.resolve() / "inventories" / "lab")
     try:
         if args.command == "up":

@@ -39,6 +39,7 @@ from clusterforge.lab.lab_inventory import (
     SNAPSHOT_REPOSITORY,
     USER_DIRECTORY_PORT,
     LabInventory,
+    lab_snapshot_vars,
 )
 from clusterforge.lab.process import run, say
 from clusterforge.lab.summary import curl_example, node_facts, print_summary, service_facts
@@ -71,6 +72,7 @@ from clusterforge.lab.topology import (
     shrink_steps,
 )
 from clusterforge.plan.console import console_defaults
+from clusterforge.plan.snapshot_schedule import declared_schedule
 
 __all__ = [
     "ADMIN_USER",
@@ -300,6 +302,8 @@ class Lab(LabInventory):
         )
         facts["changed"] = changed
         facts["ldap"] = directory.facts() if directory else None
+        # scripts/status judges the snapshots' age by the schedule declared, none or this.
+        facts["snapshot_schedule"] = declared_schedule(lab_snapshot_vars(mode))
         (self.lab_dir / "lab.json").write_text(json.dumps(facts, indent=2) + "\n")
         print_summary(facts, elapsed=time.monotonic() - started, lab_dir=self.lab_dir)
         return facts

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterforge.plan.tls_profile import default_profile
+
 __all__ = [
     "BASE_DN",
     "BIND_DN",
@@ -132,8 +134,14 @@ def slapd_conf(files: DirectoryFiles) -> str:
         f"TLSCertificateFile {files.cert}",
         f"TLSCertificateKeyFile {files.key}",
         f"TLSCACertificateFile {files.ca}",
-        # TLS 1.2 and newer (3.3 is TLS 1.2 in slapd's numbering).
-        "TLSProtocolMin 3.3",
+        # The cluster's profile's TLS 1.3 part (3.4 is TLS 1.3 in slapd's numbering).
+        # GnuTLS, which Debian's slapd uses, offered TLS 1.0 and CBC suites without a
+        # priority string, and slapd accepts every client-initiated TLS 1.2
+        # renegotiation, which testssl.sh grades VULNERABLE (a denial-of-service lever;
+        # nothing configures it away). TLS 1.3 has no renegotiation; the nodes, ldapsearch
+        # and clusterforge.ldap_check all speak it (issue 51).
+        "TLSProtocolMin 3.4",
+        f"TLSCipherSuite {default_profile().tls13_only().gnutls_priority()}",
         # No bind without TLS: the StartTLS port refuses a simple bind in the clear.
         "security simple_bind=128",
         "database mdb",

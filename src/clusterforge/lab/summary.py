@@ -81,6 +81,11 @@ def curl_example(facts: dict[str, Any]) -> str:
 
 
 def print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> None:
+    print("\n".join(summary_lines(facts, elapsed=elapsed, lab_dir=lab_dir)))
+
+
+def summary_lines(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> list[str]:
+    """What scripts/up prints at its end (the README shows a sample; a test holds it)."""
     lines = [
         "",
         f"cluster  {facts['cluster_name']}  (OpenSearch {facts['version']}, mode {facts['mode']}, "
@@ -123,4 +128,4 @@ def print_summary(facts: dict[str, Any], *, elapsed: float, lab_dir: Path) -> No
         f"facts    {lab_dir / 'lab.json'}",
         "teardown scripts/down",
     ]
-    print("\n".join(lines))
+    return lines

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.durations import whole_seconds
 from clusterforge.plan.alerting_model import Alerting, Watermark
 from clusterforge.plan.render import MANAGED_HEADER
 
@@ -133,7 +134,7 @@ def alert_rules(alerting: Alerting, expected_nodes: int) -> str:
         _disk_rule(a.disk_high, "high", a.disk_for),
         _heap_high(a),
         _certificate_expiring(a),
-        _snapshot_too_old(a),
+        *([_snapshot_too_old(a.snapshot_max_age)] if a.snapshot_max_age else []),
         _outbox_backlog(a),
         _service_5xx(a),
     ]
@@ -175,11 +176,7 @@ def _rule(
 
 
 def _seconds(duration: str) -> int:
-    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", duration)
-    if not match:
-        raise ValueError(duration)
-    factor = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-    return int(int(match.group(1)) * factor)
+    return whole_seconds(duration)
 
 
 def _number(value: float) -> str:
@@ -397,19 +394,19 @@ def _certificate_expiring(a: Alerting) -> dict[str, Any]:
     )
 
 
-def _snapshot_too_old(a: Alerting) -> dict[str, Any]:
+def _snapshot_too_old(max_age: str) -> dict[str, Any]:
     return _rule(
         "OpenSearchSnapshotTooOld",
         "time() - max by (repository) ("
         'elasticsearch_snapshot_stats_latest_snapshot_timestamp_seconds{job="opensearch"} '
         'or clusterforge_snapshot_last_success_timestamp_seconds{job="node"}) > '
-        f"{_seconds(a.snapshot_max_age)}",
+        f"{_seconds(max_age)}",
         duration="5m",
         severity="warning",
-        summary="No successful snapshot in {{ $labels.repository }} for " + a.snapshot_max_age,
+        summary="No successful snapshot in {{ $labels.repository }} for " + max_age,
         description=(
             "Repository {{ $labels.repository }} holds no successful snapshot newer than "
-            f"{a.snapshot_max_age} (monitoring_alert_snapshot_max_age)."
+            f"{max_age} (monitoring_alert_snapshot_max_age)."
         ),
         runbook=(
             "Take one now with `ansible-playbook playbooks/snapshot.yml`, then check the "

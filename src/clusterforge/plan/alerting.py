@@ -84,6 +84,7 @@ ALERTMANAGER_VARIABLES = (
 RULES_FILES_VARIABLE = "monitoring_rules_files"
 VARIABLES = (*THRESHOLD_VARIABLES, *ALERTMANAGER_VARIABLES, RULES_FILES_VARIABLE)
 RECEIVERS = "monitoring_alertmanager_receivers"
+SNAPSHOT_MAX_AGE = "monitoring_alert_snapshot_max_age"
 
 _RECEIVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -115,6 +116,7 @@ def build_alerting(
     engine_settings: Sequence[Mapping[str, Any]] = (),
     cert_renew_within_days: int | None = None,
     rules_base_dir: Path | None = None,
+    snapshots_scheduled: bool = True,
 ) -> Alerting:
     """The monitoring host's alerting, checked all at once.
 
@@ -124,9 +126,13 @@ def build_alerting(
     ``cert_renew_within_days``: ``opensearch_cert_renew_within_days``; an expiry alert
     that fires before rotate-certs.yml would renew is refused.
     ``rules_base_dir``: where relative ``monitoring_rules_files`` paths start (the
-    inventory's directory)."""
+    inventory's directory). ``snapshots_scheduled``: the cluster takes snapshots on a
+    schedule; without one, and without monitoring_alert_snapshot_max_age given, there is
+    no age to watch and no snapshot age alert (a lab with a repository and no schedule
+    fired it 13 minutes after it came up, issue 51)."""
     problems: list[str] = []
     values = _variable_values(variables, problems)
+    watch_snapshot_age = snapshots_scheduled or variables.get(SNAPSHOT_MAX_AGE) is not None
     low, high = disk_watermarks(engine_settings, problems)
     receivers = (
         _receivers(values[RECEIVERS], problems) if isinstance(values[RECEIVERS], list) else ()
@@ -149,7 +155,7 @@ def build_alerting(
         heap_percent=int(values["monitoring_alert_heap_percent"]),
         heap_for=values["monitoring_alert_heap_for"],
         cert_expiry_days=int(expiry_days),
-        snapshot_max_age=values["monitoring_alert_snapshot_max_age"],
+        snapshot_max_age=values[SNAPSHOT_MAX_AGE] if watch_snapshot_age else None,
         outbox_age_minutes=int(values["monitoring_alert_outbox_age_minutes"]),
         error_percent=int(values["monitoring_alert_5xx_percent"]),
         error_for=values["monitoring_alert_5xx_for"],

@@ -58,7 +58,8 @@ class Alerting:
     heap_percent: int
     heap_for: str
     cert_expiry_days: int
-    snapshot_max_age: str
+    # None: no snapshot schedule and no age given, so no snapshot age alert.
+    snapshot_max_age: str | None
     outbox_age_minutes: int
     error_percent: int
     error_for: str

@@ -46,9 +46,13 @@ from clusterforge.plan.ldap import config_domains
 from clusterforge.plan.model import Cluster, plain_data
 from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
 from clusterforge.plan.monitoring import MonitoringUser
-from clusterforge.plan.monitoring import security_additions as monitoring_security_additions
-from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch, security_additions
-from clusterforge.plan.snapshot_schedule import security_additions as snapshot_security_additions
+from clusterforge.plan.monitoring_user import toolkit_user as monitoring_toolkit_user
+from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch
+from clusterforge.plan.orders_search import toolkit_user as orders_toolkit_user
+from clusterforge.plan.snapshot_schedule import toolkit_user as snapshot_toolkit_user
+from clusterforge.plan.tls_profile import TlsProfile
+from clusterforge.plan.toolkit_users import ToolkitUser
+from clusterforge.plan.toolkit_users import security_additions as toolkit_security_additions
 
 HASH_STATE_FILE = "internal_users.hashes.json"
 
@@ -182,26 +186,19 @@ def plan_security_files(
     if pki is None:
         return None
     users = list(plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []))
-    roles: dict[str, Any] = {}
-    role_mappings: dict[str, Any] = {}
+    # The toolkit's own users, each a row of one table (clusterforge.plan.toolkit_users).
+    rows: list[ToolkitUser] = []
     if orders_search is not None:
         check_orders_user(users, orders_search)
-        additions = security_additions(orders_search)
-        users.append(additions["user"])
-        roles = additions["roles"]
-        role_mappings = additions["role_mappings"]
-    if monitoring_user is not None:
-        # The monitoring's exporter user (clusterforge.plan.monitoring, docs/monitoring.md).
-        monitoring = monitoring_security_additions(monitoring_user)
-        users.append(monitoring["user"])
-        roles = {**roles, **monitoring["roles"]}
-        role_mappings = {**role_mappings, **monitoring["role_mappings"]}
-    if snapshot_password is not None:
-        # The scheduled snapshots' runner (clusterforge.plan.snapshot_schedule).
-        scheduled = snapshot_security_additions(snapshot_password)
-        users.append(scheduled["user"])
-        roles = {**roles, **scheduled["roles"]}
-        role_mappings = {**role_mappings, **scheduled["role_mappings"]}
+        rows.append(orders_toolkit_user(orders_search))
+    if monitoring_user is not None:  # docs/monitoring.md
+        rows.append(monitoring_toolkit_user(monitoring_user))
+    if snapshot_password is not None:  # the scheduled snapshots' runner
+        rows.append(snapshot_toolkit_user(snapshot_password))
+    additions = toolkit_security_additions(rows)
+    users += additions.users
+    roles: dict[str, Any] = additions.roles
+    role_mappings: dict[str, Any] = additions.role_mappings
     auth_domains = None
     if cluster is not None and cluster.ldap is not None:
         # The directory's domains (docs/ldap.md): every internal user, the monitoring's and
@@ -210,6 +207,7 @@ def plan_security_files(
             cluster.ldap,
             config_dir=cluster.config_dir,
             internal_users=[*PREDEFINED_USER_NAMES, *(str(user["name"]) for user in users)],
+            tls=TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers),
         )
     rendered = render_cluster_security(
         pki_dir=Path(pki.pki_dir),

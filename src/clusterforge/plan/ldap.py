@@ -28,6 +28,9 @@ from typing import Any
 
 from cryptography import x509
 
+from clusterforge.plan.ldap_syntax import dn_problem, filter_problem
+from clusterforge.plan.tls_profile import TlsProfile
+
 __all__ = [
     "BIND_PASSWORD_ENV",
     "BIND_PASSWORD_REFUSED",
@@ -93,10 +96,9 @@ class LdapDirectory:
 
 
 def _filter_problem(name: str, value: str) -> str | None:
-    if not (value.startswith("(") and value.endswith(")")):
-        return f"{name} {value!r} is not an LDAP filter; put it in parentheses, e.g. (uid={{0}})"
-    if value.count("(") != value.count(")"):
-        return f"{name} {value!r} has unbalanced parentheses; close every '('"
+    syntax = filter_problem(name, value)
+    if syntax:
+        return syntax
     if not _PLACEHOLDER.search(value):
         return f"{name} {value!r} has no placeholder; use {{0}} where the value goes"
     return None
@@ -150,8 +152,11 @@ def build_ldap(
         "opensearch_ldap_rolebase": "where groups are, e.g. ou=groups,dc=example,dc=internal",
     }
     for name, what in required.items():
-        if not str(value(name) or "").strip():
+        given = str(value(name) or "").strip()
+        if not given:
             error(f"opensearch_ldap_enabled is true but {name} is empty; set it to {what}")
+        elif name != "opensearch_ldap_ca_path" and (problem := dn_problem(name, given)):
+            error(problem)
     password_problem = bind_password_problem(value("opensearch_ldap_bind_password"))
     if password_problem:
         error(password_problem)
@@ -178,8 +183,16 @@ def build_ldap(
     )
 
 
-def _connection(ldap: LdapDirectory, config_dir: str) -> dict[str, Any]:
+def _connection(ldap: LdapDirectory, config_dir: str, tls: TlsProfile) -> dict[str, Any]:
+    # The cluster's one profile on the nodes' connections to the directory too (JDK names,
+    # as the plugin takes them); unset, the plugin chose its own list.
+    profile: dict[str, Any] = (
+        {"enabled_ssl_protocols": list(tls.protocols), "enabled_ssl_ciphers": list(tls.ciphers)}
+        if tls.protocols and tls.ciphers
+        else {}
+    )
     return {
+        **profile,
         "hosts": list(ldap.hosts),
         "enable_ssl": ldap.tls == "ldaps",
         "enable_start_tls": ldap.tls == "starttls",
@@ -196,7 +209,11 @@ def _connection(ldap: LdapDirectory, config_dir: str) -> dict[str, Any]:
 
 
 def config_domains(
-    ldap: LdapDirectory, *, config_dir: str, internal_users: Sequence[str]
+    ldap: LdapDirectory,
+    *,
+    config_dir: str,
+    internal_users: Sequence[str],
+    tls: TlsProfile | None = None,
 ) -> dict[str, Mapping[str, Any]]:
     """config.yml's ``authc`` (internal and LDAP) and ``authz`` (LDAP groups) sections.
 
@@ -206,7 +223,7 @@ def config_domains(
     internal database, and a directory that is down must not slow or fail their logins.
     """
     internal_first = ldap.domain_order == "internal_first"
-    connection = _connection(ldap, config_dir)
+    connection = _connection(ldap, config_dir, tls or TlsProfile.of((), ()))
     internal = {
         "description": "HTTP Basic against the internal user database",
         "http_enabled": True,

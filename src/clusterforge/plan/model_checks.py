@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from clusterforge.durations import whole_seconds
 from clusterforge.pki.security_config import PREDEFINED_USERS
 from clusterforge.schema import check_value, load_schema
 
@@ -203,9 +204,6 @@ def check_host_values(
     return bad
 
 
-_DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def check_tls(
     value: Callable[[str], Any], problems: Problems
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -231,10 +229,10 @@ def check_tls(
 
 def seconds(duration: str) -> int:
     """A schema-checked duration (30s, 10m) in whole seconds, at least 1."""
-    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", duration)
-    if match is None:  # already reported by the schema check; its default stands in
+    try:
+        return whole_seconds(duration, at_least=1)
+    except ValueError:  # already reported by the schema check; its default stands in
         return 1
-    return max(1, int(int(match.group(1)) * _DURATION_SECONDS[match.group(2)]))
 
 
 USER_KEYS = ("name", "password", "backend_roles", "description")

@@ -29,17 +29,21 @@ no_log; no rendered configuration holds one (each names a ``*_file``).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.alerting import (
+    RECEIVERS,
     Alerting,
     alert_rules,
     alertmanager_config,
     alertmanager_secret_files,
 )
+from clusterforge.plan.model_checks import schema_problem
 from clusterforge.plan.monitoring_config import (
     BINARIES,
     CONFIG_DIR,
@@ -88,8 +92,10 @@ from clusterforge.plan.monitoring_user import (
     monitoring_hosts_vars,
     monitoring_variables,
     plan_monitoring_user,
-    security_additions,
+    toolkit_user,
 )
+from clusterforge.plan.tls_profile import TlsProfile
+from clusterforge.schema import load_schema
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -141,7 +147,7 @@ __all__ = [
     "render_unit",
     "render_web_config",
     "rendered_for_own_prometheus",
-    "security_additions",
+    "toolkit_user",
 ]
 
 
@@ -209,6 +215,7 @@ def _config_files(
     planned_alerting: AlertingFiles,
     user_rules: Mapping[str, str],
     web_password_hash: str,
+    profile: TlsProfile,
 ) -> list[dict[str, Any]]:
     """The configuration files, none of which holds a secret (root's, the service user's
     group, 0640)."""
@@ -221,7 +228,7 @@ def _config_files(
             extra_rules_files=list(user_rules),
         ),
         PATHS["web_yml"]: render_web_config(
-            PATHS["cert"], PATHS["key"], settings.web_username, web_password_hash
+            PATHS["cert"], PATHS["key"], settings.web_username, web_password_hash, profile=profile
         ),
         PATHS["blackbox_yml"]: render_blackbox_yml(),
         f"{PATHS['rules_dir']}/{RULES_FILE}": planned_alerting.rules,
@@ -316,11 +323,18 @@ def _restart_paths(targets: Sequence[ClusterTarget]) -> dict[str, list[str]]:
 
 
 def _node_exporter(
-    settings: MonitoringSettings, node_exporters: Sequence[tuple[str, str]], web_password_hash: str
+    settings: MonitoringSettings,
+    node_exporters: Sequence[tuple[str, str]],
+    web_password_hash: str,
+    profile: TlsProfile,
 ) -> dict[str, Any]:
     return {
         "web_config": render_web_config(
-            PATHS["node_cert"], PATHS["node_key"], settings.web_username, web_password_hash
+            PATHS["node_cert"],
+            PATHS["node_key"],
+            settings.web_username,
+            web_password_hash,
+            profile=profile,
         ),
         "port": settings.node_exporter_port,
         # Each host's exporter listens on its own address (TLS and a password).
@@ -352,6 +366,7 @@ def plan_monitoring(
 ) -> dict[str, Any]:
     """The monitoring host's files (secrets marked) and what the role and the lab read."""
     targets = _checked_targets(settings, cluster)
+    profile = TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers)
     planned_alerting = alerting_files(
         alerting, expected_nodes=len(cluster.nodes), secrets=alerting_secrets
     )
@@ -367,6 +382,7 @@ def plan_monitoring(
             planned_alerting=planned_alerting,
             user_rules=user_rules,
             web_password_hash=web_password_hash,
+            profile=profile,
         ),
         {
             "path": PATHS["web_password"],
@@ -405,7 +421,7 @@ def plan_monitoring(
             "tls_expiry": len(targets) * 2 + len(services),
             "services": [f"{endpoint.service}@{endpoint.host}" for endpoint in services],
         },
-        "node_exporter": _node_exporter(settings, node_exporters, web_password_hash),
+        "node_exporter": _node_exporter(settings, node_exporters, web_password_hash, profile),
     }
 
 
@@ -426,3 +442,93 @@ def rendered_for_own_prometheus(inputs: MonitoringInputs) -> dict[str, str]:
         **dict(alerting.rules_files),
         "blackbox.yml": render_blackbox_yml(),
     }
+
+
+def check_monitoring(
+    cluster: Cluster | None,
+    nodes_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    inventory_dir: Path,
+) -> list[str]:
+    """Every problem of the monitoring host's ``monitoring_*`` variables, for the inventory
+    check: each against the schema (durations, ranges, ports, unknown names), then what the
+    monitoring play would refuse later (the listeners' ports, the receivers, the alerting
+    durations, the exporters' ports, the mode). Reads and writes nothing.
+
+    The monitoring play runs last in site.yml; a setting it alone refused was found after
+    the cluster had changed (issue 51).
+    """
+    if not monitoring_vars:
+        return []
+    problems: list[str] = []
+    if len(monitoring_vars) > 1:
+        names = ", ".join(host for host, _ in monitoring_vars)
+        return [
+            f"the monitoring group holds {names}; monitoring runs on exactly one host: put "
+            "one host in the group monitoring"
+        ]
+    host, variables = monitoring_vars[0]
+    declared = load_schema().variables
+    named_secrets = _secret_variable_names(variables.get(RECEIVERS))
+    for name in sorted(variables):
+        if name in named_secrets:
+            continue  # a receiver's secret, by the name its *_var gives
+        if name not in declared:
+            problems.append(f"{host}: {_unknown(name, declared)}")
+        elif variables[name] is not None and (problem := schema_problem(name, variables[name])):
+            problems.append(f"{host}: {problem}")
+    if problems:  # the checks below read the values as the schema declares them
+        return problems
+    if cluster is None:
+        return ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
+    settings = MonitoringSettings.of(host, host, variables)
+    problems += _listener_clashes(settings)
+    for check in (
+        lambda: _checked_targets(settings, cluster),
+        lambda: build_host_alerting(cluster, variables, nodes_vars, inventory_dir=inventory_dir),
+        lambda: plan_monitoring_user(
+            cluster, monitoring_vars, inventory_dir=inventory_dir, generate=False
+        ),
+    ):
+        try:
+            check()
+        except InventoryError as error:
+            problems += error.problems
+    return problems
+
+
+def _secret_variable_names(receivers: Any) -> set[str]:
+    """The variables the receivers name for their secrets (``*_var``)."""
+    names: set[str] = set()
+    for receiver in receivers if isinstance(receivers, list) else []:
+        for body in receiver.values() if isinstance(receiver, Mapping) else []:
+            if isinstance(body, Mapping):
+                names.update(str(v) for k, v in body.items() if str(k).endswith("_var"))
+    return names
+
+
+def _unknown(name: str, declared: Mapping[str, Any]) -> str:
+    known = [known for known in declared if known.startswith(PREFIX)]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    if close:
+        return f"{name} is not a variable; did you mean {close[0]}?"
+    return f"{name} is not a variable; remove it (docs/variables.md lists the monitoring_* ones)"
+
+
+def _listener_clashes(settings: MonitoringSettings) -> list[str]:
+    """Prometheus, Alertmanager and the node exporter each need a port of their own where
+    they share an address (an empty listen address is the host's own)."""
+    listeners = [
+        ("monitoring_prometheus_port", settings.prometheus_listen, settings.prometheus_port),
+        ("monitoring_alertmanager_port", settings.alertmanager_listen, settings.alertmanager_port),
+        ("monitoring_node_exporter_port", settings.address, settings.node_exporter_port),
+    ]
+    problems = []
+    for index, (name, address, port) in enumerate(listeners):
+        for other, other_address, other_port in listeners[index + 1 :]:
+            if port == other_port and address == other_address:
+                problems.append(
+                    f"{name} and {other} are both {port} on {address}; give each its own port"
+                )
+    return problems

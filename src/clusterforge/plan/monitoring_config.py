@@ -19,6 +19,7 @@ import yaml
 from clusterforge.plan.alerting import RULES_FILE_NAME
 from clusterforge.plan.monitoring_user import MonitoringUser, monitoring_value
 from clusterforge.plan.render import MANAGED_HEADER, render_template
+from clusterforge.plan.tls_profile import TlsProfile
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -122,11 +123,21 @@ class MonitoringSettings:
 
     @property
     def prometheus_url(self) -> str:
-        return f"https://{host_port(self.prometheus_listen, self.prometheus_port)}"
+        return f"https://{host_port(self._reachable(self.prometheus_listen), self.prometheus_port)}"
 
     @property
     def alertmanager_url(self) -> str:
-        return f"https://{host_port(self.alertmanager_listen, self.alertmanager_port)}"
+        reachable = self._reachable(self.alertmanager_listen)
+        return f"https://{host_port(reachable, self.alertmanager_port)}"
+
+    def _reachable(self, listen: str) -> str:
+        """Where a person reaches a listener: its address, or the host's where it listens
+        on every address. The units pass it as --web.external-url, so a notification's
+        links lead there (without it Prometheus wrote its machine's host name)."""
+        return self.address if listen in _ANY_ADDRESS else listen
+
+
+_ANY_ADDRESS = ("", "0.0.0.0", "::")  # noqa: S104 - compared with, never bound
 
 
 def host_port(host: str, port: int) -> str:
@@ -161,21 +172,14 @@ def token_file(service: str) -> str:
     return f"{PATHS['secrets']}/{service}.token"
 
 
-def _web_tls(cert: str, key: str) -> dict[str, Any]:
-    # One TLS profile for every listener (the proxy's and the cluster's): 1.2 and up,
-    # Go's AEAD suites only.
-    return {
-        "cert_file": cert,
-        "key_file": key,
-        "min_version": "TLS12",
-    }
-
-
-def render_web_config(cert: str, key: str, username: str, password_hash: str) -> str:
-    """exporter-toolkit's web config: TLS and one user, by its bcrypt hash."""
+def render_web_config(
+    cert: str, key: str, username: str, password_hash: str, *, profile: TlsProfile
+) -> str:
+    """exporter-toolkit's web config: the cluster's TLS profile and one user, by its
+    bcrypt hash."""
     return _yaml(
         {
-            "tls_server_config": _web_tls(cert, key),
+            "tls_server_config": profile.go_server_config(cert, key),
             "basic_auth_users": {username: password_hash},
         }
     )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 HOST_GROUPS = ("opensearch", "dashboards", "postgresql", "user_directory", "order_service", GROUP)
 # Per host: where its node exporter listens, when ansible_host is no address of the host.
 NODE_EXPORTER_ADDRESS = "monitoring_node_exporter_address"
+NODE_STATE = "opensearch_node_state"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +64,7 @@ def build_host_alerting(
         engine_settings=engine_settings,
         cert_renew_within_days=int(renew),
         rules_base_dir=inventory_dir,
+        snapshots_scheduled=first.get("opensearch_snapshot_schedule") not in (None, ""),
     )
 
 
@@ -137,13 +139,22 @@ def _service_endpoints(
 
 
 def _exporter_hosts(source: Any) -> list[tuple[str, str]]:
-    """(host, address) of every host of :data:`HOST_GROUPS`, each once."""
+    """(host, address) of every host of :data:`HOST_GROUPS`, each once; a node being
+    removed (``opensearch_node_state: absent``) leaves the scrape targets in the run that
+    removes it, or its exporter's ``up == 0`` fired until a later run."""
     exporter_hosts: list[tuple[str, str]] = []
     for group in HOST_GROUPS:
         for name in map(str, source.hosts(group)):
+            if group == "opensearch" and _being_removed(source, name):
+                continue
             if name not in {known for known, _ in exporter_hosts}:
                 exporter_hosts.append((name, _exporter_address(source, name)))
     return exporter_hosts
+
+
+def _being_removed(source: Any, name: str) -> bool:
+    state = source.variables(name, NODE_STATE.__eq__).get(NODE_STATE)
+    return str(state or "present") == "absent"
 
 
 def _exporter_address(source: Any, name: str) -> str:

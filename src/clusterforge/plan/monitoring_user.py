@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.plan.toolkit_users import ToolkitUser
 from clusterforge.schema import load_schema
 
 if TYPE_CHECKING:
@@ -114,21 +115,13 @@ def plan_monitoring_user(
     return MonitoringUser(username=username, password=password, password_file=str(path))
 
 
-def security_additions(user: MonitoringUser) -> dict[str, Any]:
-    """The user, its role and the mapping the monitoring adds to the security files."""
-    from clusterforge.pki.security_config import RoleMapping
-
-    return {
-        "user": {
-            "name": user.username,
-            "password": user.password,
-            "backend_roles": [],
-            "description": "The monitoring exporter: reads cluster and index stats (clusterforge)",
-        },
-        "roles": {MONITOR_ROLE: dict(MONITOR_ROLE_BODY)},
-        "role_mappings": {
-            MONITOR_ROLE: RoleMapping(
-                users=(user.username,), description="The monitoring exporter's internal user"
-            )
-        },
-    }
+def toolkit_user(user: MonitoringUser) -> ToolkitUser:
+    """The monitoring's exporter as a row of the toolkit's users."""
+    return ToolkitUser(
+        name=user.username,
+        description="The monitoring exporter: reads cluster and index stats (clusterforge)",
+        mapping_description="The monitoring exporter's internal user",
+        password=user.password,
+        password_file=user.password_file,
+        permissions={MONITOR_ROLE: MONITOR_ROLE_BODY},
+    )

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.plan.toolkit_users import ToolkitUser
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -338,30 +339,27 @@ def with_generated_password(search: OrdersSearch) -> OrdersSearch:
     return replace(search, password=read_or_generate_password(Path(search.password_file)))
 
 
-def security_additions(search: OrdersSearch) -> dict[str, Any]:
-    """The user, roles and mappings delivery adds to the security files."""
+def toolkit_user(search: OrdersSearch) -> ToolkitUser:
+    """The order service's writer as a row of the toolkit's users; the reader role is
+    mapped to a backend role, which nobody holds until the inventory gives it to a user
+    (opensearch_security_users: backend_roles: [clusterforge_orders_reader])."""
     from clusterforge.pki.security_config import RoleMapping
 
-    return {
-        "user": {
-            "name": search.username,
-            "password": search.password,
-            "backend_roles": [],
-            "description": "The order service: writes orders* (clusterforge)",
-        },
-        "roles": {WRITER_ROLE: dict(WRITER_ROLE_BODY), READER_ROLE: dict(READER_ROLE_BODY)},
-        "role_mappings": {
-            WRITER_ROLE: RoleMapping(
-                users=(search.username,), description="The order service's internal user"
-            ),
-            # Nobody holds this backend role until the inventory gives it to a user
-            # (opensearch_security_users: backend_roles: [clusterforge_orders_reader]).
+    return ToolkitUser(
+        name=search.username,
+        description="The order service: writes orders* (clusterforge)",
+        mapping_description="The order service's internal user",
+        password=search.password,
+        password_file=search.password_file,
+        permissions={WRITER_ROLE: WRITER_ROLE_BODY},
+        other_roles={READER_ROLE: READER_ROLE_BODY},
+        other_mappings={
             READER_ROLE: RoleMapping(
                 backend_roles=(READER_ROLE,),
                 description="Users with backend role clusterforge_orders_reader read orders*",
-            ),
+            )
         },
-    }
+    )
 
 
 def plan_for_cluster(

@@ -151,6 +151,7 @@ def build_plan(
         generate=True,
         checked_services=checked_services,
         database_vars=database_vars,
+        monitoring_vars=monitoring_vars,
     )
     cluster = validated.cluster
     if cluster is None:  # validate_inventory builds one whenever there are nodes

@@ -29,8 +29,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clusterforge.durations import duration_problem
+from clusterforge.durations import duration_seconds as parse_duration
 from clusterforge.errors import InventoryError
 from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+from clusterforge.plan.toolkit_users import ToolkitUser
 from clusterforge.schema import as_int
 
 if TYPE_CHECKING:
@@ -81,8 +84,6 @@ _ELAPSE = re.compile(
     r"^\s*(?:Next elapse|Iter\. #\d+):\s+\w{3}\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\s+UTC\s*$"
 )
 _NORMALIZED = re.compile(r"^\s*Normalized form:\s+(.+?)\s*$")
-_DURATION = re.compile(r"^([1-9][0-9]*)(s|m|h|d)$")
-_DURATION_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 CALENDAR_ITERATIONS = 12
 
 
@@ -147,8 +148,9 @@ def check_calendar(expression: str, *, analyze: str | None = None) -> tuple[str,
 
 
 def duration_seconds(value: str) -> int | None:
-    match = _DURATION.fullmatch(value.strip())
-    return int(match.group(1)) * _DURATION_SECONDS[match.group(2)] if match else None
+    """Whole seconds of a duration in the toolkit's grammar (clusterforge.durations)."""
+    seconds = parse_duration(value)
+    return None if seconds is None else int(seconds)
 
 
 def generated_password_path(inventory_dir: Path) -> Path:
@@ -233,9 +235,13 @@ def plan_schedule(
         keep_last = number
     max_age_seconds = None
     if max_age not in (None, ""):
-        max_age_seconds = duration_seconds(str(max_age))
-        if max_age_seconds is None:
-            problems.append(f"{MAX_AGE_VARIABLE} {max_age!r} is not a duration; write e.g. 14d")
+        # One grammar with the schema's; a retention under a second deletes every snapshot
+        # but the newest, which is a range's matter, said as one.
+        problem = duration_problem(MAX_AGE_VARIABLE, str(max_age), minimum_seconds=1)
+        if problem:
+            problems.append(problem)
+        else:
+            max_age_seconds = duration_seconds(str(max_age))
     users = variables.get("opensearch_security_users") or []
     if any(isinstance(user, Mapping) and user.get("name") == SNAPSHOT_USER for user in users):
         problems.append(
@@ -317,23 +323,34 @@ def runner_config(
     }
 
 
-def security_additions(password: str) -> dict[str, Any]:
-    """The snapshot user, its role and the mapping, for the security files."""
-    from clusterforge.pki.security_config import RoleMapping
+def toolkit_user(password: str, password_file: str | None = None) -> ToolkitUser:
+    """The scheduled snapshots' runner as a row of the toolkit's users."""
+    return ToolkitUser(
+        name=SNAPSHOT_USER,
+        description="Scheduled snapshots (clusterforge)",
+        mapping_description="The scheduled snapshots' user",
+        password=password,
+        password_file=password_file,
+        permissions={SNAPSHOT_ROLE: SNAPSHOT_ROLE_BODY},
+    )
 
+
+def declared_schedule(variables: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The schedule the inventory declares, as ``scripts/status`` judges the snapshots'
+    age by it: ``{"calendar", "allowed_age_seconds"}``, or None without a schedule (then no
+    age is a problem). ``allowed_age_seconds`` is two periods and a minute, as the runner
+    records it; 0 (not judged) where the calendar cannot be read on this machine."""
+    raw = variables.get(SCHEDULE_VARIABLE)
+    if raw in (None, ""):
+        return None
+    expression = str(raw)
+    try:
+        calendar, period = check_calendar(expression)
+    except CalendarError:
+        calendar, period = expression, 0
     return {
-        "user": {
-            "name": SNAPSHOT_USER,
-            "password": password,
-            "backend_roles": [],
-            "description": "Scheduled snapshots (clusterforge)",
-        },
-        "roles": {SNAPSHOT_ROLE: dict(SNAPSHOT_ROLE_BODY)},
-        "role_mappings": {
-            SNAPSHOT_ROLE: RoleMapping(
-                users=(SNAPSHOT_USER,), description="The scheduled snapshots' user"
-            )
-        },
+        "calendar": calendar,
+        "allowed_age_seconds": allowed_age_seconds(period) if period else 0,
     }
 
 

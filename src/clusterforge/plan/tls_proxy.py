@@ -23,6 +23,7 @@ from typing import Any
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import InventoryError
 from clusterforge.plan.render import render_template
+from clusterforge.plan.tls_profile import TlsProfile
 from clusterforge.schema import as_bool, load_schema
 
 # The services the proxy can front, in the order their server blocks are written.
@@ -37,17 +38,6 @@ ORDER_SERVICE_MAX_BODY_BYTES = 64 * 1024
 # uvicorn closes an idle keep-alive connection after 5 s; the proxy must let go of its
 # idle upstream connections first, or it may send a request down one being closed.
 UPSTREAM_IDLE_SECONDS = 4
-
-# The cluster's suites by their JDK names (opensearch_tls_ciphers), as OpenSSL names them.
-_OPENSSL_TLS12_NAMES = {
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
-}
-_TLS13_SUITES = ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,10 +212,8 @@ def plan_tls_proxy(
             )
             + "; give each its own"
         )
-    ciphers = [_OPENSSL_TLS12_NAMES[name] for name in tls_ciphers if name in _OPENSSL_TLS12_NAMES]
-    suites = [name for name in tls_ciphers if name in _TLS13_SUITES]
-    if "TLSv1.2" in tls_protocols and not ciphers:
-        problems.append("opensearch_tls_ciphers has no TLS 1.2 suite the proxy knows; add one")
+    profile = TlsProfile.of(tls_protocols, tls_ciphers)
+    problems += profile.problems()
     if problems:
         raise InventoryError(problems)
     return TlsProxyPlan(
@@ -244,8 +232,8 @@ def plan_tls_proxy(
         worker_connections=int(_value(variables, "tls_proxy_worker_connections")),
         # nginx writes its protocols oldest first; the set is what counts.
         tls_protocols=tuple(sorted(tls_protocols)),
-        tls12_ciphers=tuple(ciphers),
-        tls13_suites=tuple(suites),
+        tls12_ciphers=profile.tls12_openssl_ciphers,
+        tls13_suites=profile.tls13_suites,
     )
 
 
@@ -265,3 +253,35 @@ def planned_files(plan: TlsProxyPlan) -> dict[str, str]:
         plan.config_path: render_nginx_conf(plan),
         f"/etc/systemd/system/{plan.service_name}.service": render_unit(plan),
     }
+
+
+def check_tls_proxies(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    *,
+    tls_protocols: Sequence[str],
+    tls_ciphers: Sequence[str],
+) -> list[str]:
+    """Every service host's proxy planned as its role will plan it, for the inventory
+    check: its ports' clashes, its binds and the profile's suites, each problem naming
+    the variable. The role's action found these only once the run reached the host."""
+    by_host: dict[str, dict[str, Any]] = {}
+    services_of: dict[str, list[str]] = {}
+    for service, hosts in services_vars.items():
+        for host, variables in hosts:
+            by_host.setdefault(host, {}).update(variables)
+            services_of.setdefault(host, []).append(service)
+    problems: list[str] = []
+    for host, variables in by_host.items():
+        try:
+            plan_tls_proxy(
+                host,
+                variables,
+                services_of[host],
+                tls_protocols=tls_protocols,
+                tls_ciphers=tls_ciphers,
+            )
+        except InventoryError as error:
+            problems += error.problems
+        except (TypeError, ValueError):
+            continue  # a value of the wrong type: the services' own check names it
+    return problems

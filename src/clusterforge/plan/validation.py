@@ -39,6 +39,7 @@ from clusterforge.plan.cluster_security import SECURITY_USERS_VARIABLE, check_or
 from clusterforge.plan.console import build_consoles
 from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
 from clusterforge.plan.model import SECURITY_PLUGIN_NAME, Cluster, build_cluster, plain_data
+from clusterforge.plan.monitoring import check_monitoring
 from clusterforge.plan.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
 from clusterforge.plan.orders_search import (
     OrdersSearch,
@@ -55,6 +56,8 @@ from clusterforge.plan.services_plan import (
     with_search_password,
 )
 from clusterforge.plan.snapshots import plan_snapshots
+from clusterforge.plan.tls_profile import TlsProfile, default_profile
+from clusterforge.plan.tls_proxy import check_tls_proxies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +103,7 @@ def validate_inventory(
     generate: bool = False,
     checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     database_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> ValidatedInventory:
     """Check the whole inventory on the control node, writing and fetching nothing.
 
@@ -126,7 +130,8 @@ def validate_inventory(
     validates each service host's settings once. ``database_vars`` is the group
     postgresql's hosts' variables: a service host on PostgreSQL gets its URL from the
     first one (clusterforge.plan.services_database), its password generated with
-    ``generate`` (a placeholder without).
+    ``generate`` (a placeholder without). ``monitoring_vars`` is the group monitoring's
+    host with its ``monitoring_*`` variables (clusterforge.plan.monitoring.check_monitoring).
 
     Raises :class:`InventoryError` listing every problem, each naming its variable.
     """
@@ -181,6 +186,19 @@ def validate_inventory(
         deploy_only.extend(_missing_local_files(cluster))
         deploy_only.extend(ldap_ca_problems(cluster.ldap, inventory_dir))
         problems.extend(_cluster_problems(cluster, nodes_vars[0][1], inventory_dir, orders_search))
+    problems.extend(
+        check_monitoring(cluster, nodes_vars, monitoring_vars, inventory_dir=inventory_dir)
+    )
+    profile = (
+        TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers)
+        if cluster is not None and cluster.tls_protocols
+        else default_profile()
+    )
+    problems.extend(
+        check_tls_proxies(
+            services_vars, tls_protocols=profile.protocols, tls_ciphers=profile.ciphers
+        )
+    )
     if review:
         warnings.extend(f"{finding}{REVIEW_WARNING_SUFFIX}" for finding in deploy_only)
     else:

@@ -320,7 +320,9 @@ def build_report(target: Target, recorded: Mapping[str, Any], *, now: datetime) 
         problems.extend(service_problems)
     for name, reason in target.unchecked_services.items():
         services[name] = {"url": None, "healthy": None, "not_checked": reason}
-    snapshots, snapshot_problems = snapshot_status(recorded.get("snapshots") or {}, now=now)
+    snapshots, snapshot_problems = snapshot_status(
+        recorded.get("snapshots") or {}, now=now, declared=target.snapshot_schedule
+    )
     problems.extend(snapshot_problems)
     return {
         "checked_at": now.isoformat(),

@@ -2,11 +2,14 @@
 run, and a problem when the newest successful scheduled snapshot is older than the
 schedule allows.
 
-The status knows no inventory when it reads a lab.json, so the schedule is read from the
-snapshots themselves: the runner (clusterforge.snapshot_runner) puts its calendar, period
-and allowed age in each snapshot's ``metadata.clusterforge``. The newest snapshot carrying
-that metadata tells the schedule in force; the next run is the calendar's next elapse
-(``systemd-analyze calendar`` on this machine, else the next window of the period).
+The age is judged by the schedule the inventory declares (``declared``: an inventory's
+opensearch_snapshot_schedule, or lab.json's ``snapshot_schedule``): with none declared, no
+age is a problem, whatever older scheduled snapshots the repository holds (a schedule set
+and then removed left status judging by it, issue 51). Only a lab.json written before it
+carried the field leaves the schedule to the snapshots themselves: the runner
+(clusterforge.snapshot_runner) puts its calendar, period and allowed age in each snapshot's
+``metadata.clusterforge``. The next run is the calendar's next elapse (``systemd-analyze
+calendar`` on this machine, else the next window of the period).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final, Literal
 
 from clusterforge.client import ClusterClient
 
@@ -70,14 +73,21 @@ def next_elapse(calendar: str, period_seconds: int, now: datetime) -> datetime |
     return None
 
 
+# ``declared`` when the source tells nothing of the schedule (a lab.json of an older lab).
+UNKNOWN: Final = "unknown"
+
+
 def snapshot_status(
     recorded: Mapping[str, Any],
     *,
     now: datetime,
+    declared: Mapping[str, Any] | Literal["unknown"] | None = UNKNOWN,
     next_run: Callable[[str, int, datetime], datetime | None] = next_elapse,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """(the report's ``snapshots`` section, problems); None when no scheduled snapshot is
-    in any repository (no schedule, or not run yet: nothing to judge)."""
+    in any repository (no schedule, or not run yet: nothing to judge). ``declared`` is the
+    schedule the inventory declares (clusterforge.plan.snapshot_schedule.declared_schedule),
+    None for none."""
     if "error" in recorded:
         return {"error": recorded["error"]}, []
     scheduled = []
@@ -91,11 +101,15 @@ def snapshot_status(
         return None, []
     scheduled.sort(key=lambda item: int(item[1].get("start_time_in_millis") or 0))
     repository, _, schedule = scheduled[-1]
+    if declared is None:
+        schedule = {"calendar": "none declared", "allowed_age_seconds": 0}
+    elif declared != UNKNOWN and isinstance(declared, Mapping):
+        schedule = {**schedule, **declared}
     successes = [item for item in scheduled if item[1].get("state") == "SUCCESS"]
     period = int(schedule.get("period_seconds") or 0)
     allowed = int(schedule.get("allowed_age_seconds") or 0)
     calendar = str(schedule.get("calendar") or "")
-    upcoming = next_run(calendar, period, now)
+    upcoming = next_run(calendar, period, now) if declared is not None else None
     section: dict[str, Any] = {
         "repository": repository,
         "schedule": calendar,
@@ -105,8 +119,10 @@ def snapshot_status(
         "latest_success": None,
         "age_seconds": None,
     }
-    problems = []
+    problems: list[str] = []
     if not successes:
+        if declared is None:  # an old schedule's leftovers: nothing runs to judge
+            return section, problems
         problems.append(
             f"no scheduled snapshot in {repository} succeeded ({len(scheduled)} taken); "
             "read the runs with journalctl -u clusterforge-snapshot on the nodes"

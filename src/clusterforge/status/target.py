@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError
@@ -19,9 +19,11 @@ from clusterforge.inventory.reader import InventoryReadError
 from clusterforge.inventory.variables import read_inventory
 from clusterforge.plan.cluster_pki import resolve_pki_dir
 from clusterforge.plan.console import build_consoles
+from clusterforge.plan.snapshot_schedule import declared_schedule
 from clusterforge.plan.tls_proxy import proxied
 from clusterforge.schema import load_schema
 from clusterforge.status.alerts import AlertSource, alert_source
+from clusterforge.status.snapshots import UNKNOWN
 
 DEFAULT_RENEW_WITHIN_DAYS: int = load_schema().default_of("opensearch_cert_renew_within_days")
 ADMIN_USER = "admin"
@@ -78,6 +80,9 @@ class Target:
     opensearch_vars: Mapping[str, Any] | None = field(default=None, repr=False)
     # The Alertmanager whose firing alerts the report lists (lab.json's monitoring).
     alertmanager: AlertSource | None = None
+    # The snapshot schedule the source declares (clusterforge.status.snapshots): None for
+    # none, UNKNOWN for a lab.json written before it said.
+    snapshot_schedule: Mapping[str, Any] | Literal["unknown"] | None = UNKNOWN
 
     @property
     def secured(self) -> bool:
@@ -134,6 +139,7 @@ def load_lab_json(path: Path) -> Target:
             str(name): service_health_url(str(name), str(url)) for name, url in services.items()
         },
         alertmanager=alert_source(facts.get("monitoring"), str(path)),
+        snapshot_schedule=facts.get("snapshot_schedule", UNKNOWN),
     )
 
 
@@ -190,6 +196,7 @@ def load_inventory(
         services=services,
         unchecked_services=unchecked,
         opensearch_vars=first_vars,
+        snapshot_schedule=declared_schedule(first_vars),
     )
 
 

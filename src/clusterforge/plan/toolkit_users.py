@@ -1,0 +1,67 @@
+"""The toolkit's own internal users, one shape for all: the order service's writer
+(clusterforge.plan.orders_search), the monitoring's exporter
+(clusterforge.plan.monitoring_user) and the scheduled snapshots' runner
+(clusterforge.plan.snapshot_schedule). Each is a row of one table: its name, what it may
+do (its roles, each mapped to it alone), where its password lives on the control node,
+and a line for the security files. ``plan_security_files`` adds every row the inventory
+calls for; no module writes the user, role and mapping by hand any more (issue 51: three
+copies of one shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolkitUser:
+    """One internal user the toolkit creates for a part of itself."""
+
+    name: str
+    # The user's line in internal_users.yml, and its roles' mapping's in roles_mapping.yml.
+    description: str
+    mapping_description: str
+    password: str = field(repr=False)
+    # Its roles (name -> the role's body), each mapped to this user.
+    permissions: Mapping[str, Mapping[str, Any]]
+    # The generated file on the control node, or None where the inventory gives it.
+    password_file: str | None = None
+    # Roles it brings for others (not mapped to it), and their mappings by role name.
+    other_roles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    other_mappings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SecurityAdditions:
+    """What the rows add to the security files: users, roles, role mappings."""
+
+    users: list[dict[str, Any]]
+    roles: dict[str, Any]
+    role_mappings: dict[str, Any]
+
+
+def security_additions(rows: Iterable[ToolkitUser]) -> SecurityAdditions:
+    from clusterforge.pki.security_config import RoleMapping
+
+    users: list[dict[str, Any]] = []
+    roles: dict[str, Any] = {}
+    role_mappings: dict[str, Any] = {}
+    for row in rows:
+        users.append(
+            {
+                "name": row.name,
+                "password": row.password,
+                "backend_roles": [],
+                "description": row.description,
+            }
+        )
+        for role, body in row.permissions.items():
+            roles[role] = dict(body)
+            role_mappings[role] = RoleMapping(
+                users=(row.name,), description=row.mapping_description
+            )
+        roles.update({role: dict(body) for role, body in row.other_roles.items()})
+        role_mappings.update(row.other_mappings)
+    return SecurityAdditions(users=users, roles=roles, role_mappings=role_mappings)

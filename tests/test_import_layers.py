@@ -1,0 +1,73 @@
+"""The library's import layers (issue 51, item 6): five floors, each importing only from
+its own floor and those below, so no arrow runs back up and there is no import circle.
+Imports inside functions count too. A new module or package must be given a floor here;
+docs/architecture.md's module map lists them in the same order."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+LIBRARY = Path(__file__).resolve().parents[1] / "src" / "clusterforge"
+
+FLOORS: tuple[frozenset[str], ...] = (
+    # 1. The ground: no other part of the library, or only one another of this floor.
+    frozenset(
+        {"errors", "durations", "addresses", "schema", "client", "ldap_check", "snapshot_runner"}
+    ),
+    # 2. Certificates, keys, hashes and the security files' shapes.
+    frozenset({"pki"}),
+    # 3. The plan: the model, its checks and every file a host gets.
+    frozenset({"plan"}),
+    # 4. The inventory's door: reading an inventory into the plan's inputs.
+    frozenset({"inventory"}),
+    # 5. What people and tests run: the command line, the lab, status, the test tools.
+    frozenset({"cli", "lab", "status", "testing", "__init__", "__main__"}),
+)
+
+
+def _floor(unit: str) -> int:
+    for number, floor in enumerate(FLOORS, 1):
+        if unit in floor:
+            return number
+    raise AssertionError(f"{unit} has no floor in tests/test_import_layers.py; give it one")
+
+
+def _unit(path: Path) -> str:
+    parts = path.relative_to(LIBRARY).parts
+    return parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("clusterforge."):
+                yield name.split(".")[1]
+
+
+def test_every_module_has_a_floor() -> None:
+    for path in LIBRARY.rglob("*.py"):
+        _floor(_unit(path))
+
+
+def test_nothing_imports_from_a_floor_above_its_own() -> None:
+    upward = [
+        f"{path.relative_to(LIBRARY)} (floor {_floor(_unit(path))}) imports clusterforge.{target} "
+        f"(floor {_floor(target)})"
+        for path in sorted(LIBRARY.rglob("*.py"))
+        for target in _imports(path)
+        if _floor(target) > _floor(_unit(path))
+    ]
+    assert upward == []
+
+
+def test_there_are_five_floors() -> None:
+    assert len(FLOORS) == 5
+    assert not set.intersection(*map(set, FLOORS))
