@@ -172,9 +172,9 @@ def test_workers_out_of_range_is_refused(tmp_path: Path, workers: str) -> None:
 )
 def test_a_sqlite_url_with_options_is_refused(tmp_path: Path, url: str) -> None:
     refused(
-        start(tmp_path, "--database-url", url.format(tmp=tmp_path), **{
-            f"{PREFIX}AUTH_TOKENS": TOKEN
-        }),
+        start(
+            tmp_path, "--database-url", url.format(tmp=tmp_path), **{f"{PREFIX}AUTH_TOKENS": TOKEN}
+        ),
         "--database-url",
         "sqlite:///<path",
     )

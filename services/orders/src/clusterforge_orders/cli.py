@@ -36,9 +36,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad flag ends in one line (and status 2) without the usage."""
 
     def error(self, message: str) -> NoReturn:
-        print(
-            f"clusterforge-orders: {message}; see clusterforge-orders --help", file=sys.stderr
-        )
+        print(f"clusterforge-orders: {message}; see clusterforge-orders --help", file=sys.stderr)
         raise SystemExit(2)
 
 

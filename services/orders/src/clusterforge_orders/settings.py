@@ -292,9 +292,7 @@ class OutboxSettings(_Section):
         default=0.25, ge=0, le=10, alias="delivery-linger-seconds"
     )
     # Backoff of a row whose delivery failed: initial * 2^(failures-1), capped, jittered.
-    retry_initial_seconds: float = Field(
-        default=1.0, gt=0, le=3600, alias="retry-initial-seconds"
-    )
+    retry_initial_seconds: float = Field(default=1.0, gt=0, le=3600, alias="retry-initial-seconds")
     retry_max_seconds: float = Field(default=300.0, gt=0, le=86_400, alias="retry-max-seconds")
 
 
@@ -538,12 +536,12 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
                 None, None, "a key that is a mapping or list", key_node.start_mark
             )
         if key in seen:
-            raise _DuplicateKey(str(key), seen[key], key_node.start_mark.line + 1)
+            raise _DuplicateKeyError(str(key), seen[key], key_node.start_mark.line + 1)
         seen[key] = key_node.start_mark.line + 1
     return loader.construct_mapping(node, deep=True)
 
 
-class _DuplicateKey(Exception):
+class _DuplicateKeyError(Exception):
     def __init__(self, key: str, first_line: int, line: int) -> None:
         super().__init__(key)
         self.key, self.first_line, self.line = key, first_line, line
@@ -551,7 +549,7 @@ class _DuplicateKey(Exception):
 
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _mapping_without_duplicates,  # type: ignore[arg-type]
+    _mapping_without_duplicates,
 )
 
 
@@ -602,7 +600,7 @@ def load_settings(
             raise ConfigurationError(
                 f"settings file {config_file} is not UTF-8 text; rewrite it as UTF-8"
             ) from None
-        except _DuplicateKey as duplicate:
+        except _DuplicateKeyError as duplicate:
             raise ConfigurationError(
                 f"settings file {config_file}: {duplicate.key!s:.64} is given twice (lines "
                 f"{duplicate.first_line} and {duplicate.line}); keep one"

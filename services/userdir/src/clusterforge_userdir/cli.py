@@ -111,9 +111,7 @@ def read_settings(
     environ = os.environ if environ is None else environ
     low_port, high_port = PORT_RANGE
     if not low_port <= arguments.port <= high_port:
-        raise SettingsError(
-            f"--port {arguments.port} is not a port; set {low_port} to {high_port}"
-        )
+        raise SettingsError(f"--port {arguments.port} is not a port; set {low_port} to {high_port}")
     low_workers, high_workers = WORKERS_RANGE
     if not low_workers <= arguments.workers <= high_workers:
         raise SettingsError(

@@ -394,4 +394,3 @@ def load_server_settings(
             f"{ENVIRONMENT_PREFIX}ALLOW_UNAUTHENTICATED=true"
         )
     return settings
-
