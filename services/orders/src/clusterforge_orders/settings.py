@@ -125,6 +125,22 @@ class _Section(BaseModel):
         extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_true_or_false_for_a_number(cls, data: object) -> object:
+        # pydantic reads YAML's true as the number 1 (port: true would bind port 1).
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                if field.annotation not in (int, float):
+                    continue
+                for key in {field.alias or name, name}:
+                    if isinstance(data.get(key), bool):
+                        raise ValueError(
+                            f"{key} is true or false, not a number; set a finite number "
+                            f"{numeric_range(field) or ''} (docs/orders.md)"
+                        )
+        return data
+
 
 class EventAsyncSettings(_Section):
     """``event.async``: the pool that runs asynchronous listeners (``eventTaskExecutor``)."""
