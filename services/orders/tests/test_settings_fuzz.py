@@ -87,6 +87,7 @@ def single_line_mutations(text: str, chance: random.Random) -> Iterator[str]:
     lines = text.splitlines()
     junk = ["'", '"', ":", "-", "[", "{", "#", " ", "\t", "\\", "é", "\x00", "1e300", "inf"]
     for index, line in enumerate(lines):
+
         def replaced(new: str | None, where: int = index) -> str:
             changed = [*lines[:where], *([] if new is None else [new]), *lines[where + 1 :]]
             return "\n".join(changed) + "\n"
@@ -187,8 +188,10 @@ def same(declared: Any, loaded: Any) -> bool:
     if isinstance(loaded, list):
         if isinstance(declared, str):
             declared = [part.strip() for part in declared.split(",") if part.strip()]
-        return isinstance(declared, list) and len(declared) == len(loaded) and all(
-            same(one, other) for one, other in zip(declared, loaded, strict=True)
+        return (
+            isinstance(declared, list)
+            and len(declared) == len(loaded)
+            and all(same(one, other) for one, other in zip(declared, loaded, strict=True))
         )
     if loaded is None:
         return declared is None
@@ -270,10 +273,10 @@ NUMERIC_VARIABLES = [
 def test_every_numeric_variable_is_covered() -> None:
     from clusterforge_orders.settings import (
         OrderServiceSettings,
+        _field_at,
         _leaf_keys,
         environment_variable_for,
         numeric_range,
-        _field_at,
     )
 
     numeric = set()
