@@ -92,7 +92,8 @@ def _run_block(block: str, directory: Path, port_written: int, port: int) -> Non
                 timeout=INSTALL_SECONDS,
                 check=False,
             )
-            assert answer.returncode == 0, f"{command}\n{answer.stdout[-2000:]}{answer.stderr[-4000:]}"
+            output = answer.stdout[-2000:] + answer.stderr[-4000:]
+            assert answer.returncode == 0, f"{command}\n{output}"
     finally:
         for service in services:
             if service.poll() is None:
