@@ -508,16 +508,21 @@ def _field_at(location: tuple[int | str, ...]) -> FieldInfo | None:
     return found
 
 
+def _number(value: float) -> str:
+    """1048576 as written, 0.25 as 0.25 (not :g's 1.04858e+06)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def numeric_range(field: FieldInfo) -> str | None:
     """``from 1 to 65535`` (or ``above 0 up to 300``) for a numeric field, else None."""
     low = high = None
     for constraint in field.metadata:
         if getattr(constraint, "ge", None) is not None:
-            low = f"from {constraint.ge:g}"
+            low = f"from {_number(constraint.ge)}"
         if getattr(constraint, "gt", None) is not None:
-            low = f"above {constraint.gt:g} up"
+            low = f"above {_number(constraint.gt)} up"
         if getattr(constraint, "le", None) is not None:
-            high = f"{constraint.le:g}"
+            high = _number(constraint.le)
     if low is None or high is None:
         return None
     return f"{low} to {high}"

@@ -325,6 +325,11 @@ def settings_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return settings
 
 
+def _number(value: float) -> str:
+    """1048576 as written, 0.25 as 0.25 (not :g's 1.04858e+06)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def _range_of(field_name: str) -> str | None:
     low: Any = None
     high: Any = None
@@ -332,12 +337,12 @@ def _range_of(field_name: str) -> str | None:
         for attribute in ("ge", "gt"):
             if getattr(constraint, attribute, None) is not None:
                 low = getattr(constraint, attribute)
-                low = f"above {low:g}" if attribute == "gt" else f"{low:g}"
+                low = f"above {_number(low)}" if attribute == "gt" else _number(low)
         if getattr(constraint, "le", None) is not None:
             high = constraint.le
     if low is None or high is None:
         return None
-    return f"set a finite number from {low} to {high:g} (docs/userdir.md)"
+    return f"set a finite number from {low} to {_number(high)} (docs/userdir.md)"
 
 
 def describe_settings_error(
