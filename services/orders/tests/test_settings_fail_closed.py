@@ -220,3 +220,21 @@ def test_every_number_refuses_non_finite_and_huge_values(key: str, value: str) -
 def test_a_webhook_url_that_does_not_parse_is_refused(key: str, url: str) -> None:
     variable = key.replace(".", "_").replace("-", "_").upper()
     refused_by_loader(key, environ={variable: url})
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql+psycopg://orders@db:99999/orders", "postgresql+psycopg://orders@[::1/orders"],
+)
+def test_a_postgresql_url_that_does_not_parse_is_refused(url: str) -> None:
+    refused_by_loader(
+        "orders.database-url",
+        "cannot be parsed",
+        environ={},
+        overrides={"orders.database-url": url},
+    )
+
+
+@pytest.mark.parametrize("host", ["a b", "127.0.0.1\n", "host/name"])
+def test_a_host_that_is_no_address_is_refused(host: str) -> None:
+    refused_by_loader("orders.host", environ={"ORDERS_HOST": host})

@@ -185,3 +185,16 @@ def test_nothing_listens_after_a_refusal(tmp_path: Path) -> None:
     refused(start(tmp_path, port=port, **{f"{PREFIX}AUTH_TOKEN": TOKEN}))
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize("host", ["a b", "host/name"])
+def test_a_host_that_is_no_address_is_refused(tmp_path: Path, host: str) -> None:
+    refused(start(tmp_path, "--host", host, **{f"{PREFIX}AUTH_TOKENS": TOKEN}), "--host")
+
+
+def test_a_postgresql_port_out_of_range_is_refused(tmp_path: Path) -> None:
+    refused(
+        start(tmp_path, "--database-url", "postgresql+psycopg://userdir@db:99999/userdir"),
+        "--database-url",
+        "cannot be parsed",
+    )

@@ -367,10 +367,9 @@ class OrdersSection(_Section):
                 "orders.database-url must be sqlite:///<path> or "
                 "postgresql+psycopg://<user>@<host>/<database>; set it to one of those"
             )
-        if value.startswith("sqlite:///"):
-            # The kit's rule (both services'): a file, not sqlite:/// or :memory:. A
-            # PostgreSQL URL's syntax is judged where it is parsed (storage.Database).
-            check_database_url(value)  # the message is put under the key's name
+        # The kit's rule (both services'): a SQLite file without options (not sqlite:///,
+        # :memory: or a file: URI), or a PostgreSQL URL whose port parses (1 to 65535).
+        check_database_url(value)  # the message is put under the key's name
         return value
 
     @field_validator("auth_tokens", mode="before")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
@@ -49,6 +50,8 @@ except ModuleNotFoundError as error:  # the client-only install has no server
 
 
 EXIT_BAD_SETTINGS = 2
+# A host to bind: an IP address, a name, or empty (every address).
+_BIND_HOST = re.compile(r"[A-Za-z0-9_.:-]*")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # Where each setting can come from, for messages that name what the operator set.
 _OPTION_OF_FIELD = {"database_url": "--database-url", "auth_tokens_file": "--auth-tokens-file"}
@@ -109,6 +112,11 @@ def read_settings(
     into the environment, where uvicorn's worker processes read it again.
     """
     environ = os.environ if environ is None else environ
+    if not _BIND_HOST.fullmatch(arguments.host) or len(arguments.host) > 253:
+        raise SettingsError(
+            "--host is not an address or host name; set an IP address (127.0.0.1), a host "
+            "name, or an empty string for every address"
+        )
     low_port, high_port = PORT_RANGE
     if not low_port <= arguments.port <= high_port:
         raise SettingsError(f"--port {arguments.port} is not a port; set {low_port} to {high_port}")
