@@ -1,7 +1,7 @@
 """Each service's README install-and-start block, run as written (issue 49, item 4).
 
-In a fresh directory that holds the checkout's ``services`` (a symbolic link, so the
-relative paths of the README work) each block runs line by line in bash: the install
+In a fresh directory that holds a copy of the checkout's ``services`` (so the relative
+paths of the README work) each block runs line by line in bash: the install
 lines create a fresh virtualenv and install from the checkout (pip's cache makes it
 quick), the line that starts the service runs in the background, and ``curl`` is retried
 until the service answers. The only change made to the text is the port: a free one in
@@ -103,7 +103,16 @@ def _run_block(block: str, directory: Path, port_written: int, port: int) -> Non
 
 @pytest.fixture
 def beside_the_checkout(tmp_path: Path) -> Path:
-    (tmp_path / "services").symlink_to(ROOT / "services")
+    # A copy, not a link: pip builds a local project in place, and its build/ and
+    # *.egg-info directories must not land in the checkout (a wheelhouse built from it
+    # later could pick up build/'s stale files).
+    shutil.copytree(
+        ROOT / "services",
+        tmp_path / "services",
+        ignore=shutil.ignore_patterns(
+            "build", "*.egg-info", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"
+        ),
+    )
     return tmp_path
 
 
