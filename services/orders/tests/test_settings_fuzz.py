@@ -327,9 +327,12 @@ def test_a_sample_through_the_console_script(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         free_port = int(probe.getsockname()[1])
     chance = random.Random(SEED + 2)
-    mutations = list(single_line_mutations(valid_file(tmp_path, free_port), chance))
-    sample = chance.sample(mutations, 10)
     judged = tmp_path / "judged.yml"
+    by_outcome: dict[str, list[str]] = {"refused": [], "loaded": []}
+    for text in single_line_mutations(valid_file(tmp_path, free_port), chance):
+        by_outcome[judge(judged, text)[0]].append(text)
+    # Both kinds: most mutations are refused, and a sample of ten may hold no start.
+    sample = chance.sample(by_outcome["refused"], 6) + chance.sample(by_outcome["loaded"], 4)
     for number, text in enumerate(sample):
         outcome, loaded = judge(judged, text)
         config = tmp_path / f"orders-{number}.yml"
