@@ -160,6 +160,36 @@ def random_files(chance: random.Random, count: int) -> Iterator[str]:
         yield "\n".join(lines) + "\n"
 
 
+def random_trees(chance: random.Random, count: int) -> Iterator[str]:
+    """Files of random known keys (and now and then an unknown one), values of every
+    kind, always saying how clients authenticate: most of them load, and must load as
+    declared."""
+    from clusterforge_orders.settings import OrderServiceSettings, _leaf_keys
+
+    keys = [key for key in _leaf_keys(OrderServiceSettings) if "auth" not in key]
+    values: list[Any] = [
+        0, 1, 2, 3, 10, 200, 8082, 65535, 0.25, 2.5, 299.5, 1e300, float("inf"),
+        True, False, None, "", "1", "12", "2.5", "info", "debug", "loud", "logging",
+        "webhook", "orders", "ev-", "127.0.0.1", "a b", [], ["https://127.0.0.1:9200"],
+    ]  # fmt: skip
+    for _ in range(count):
+        tree: dict[str, Any] = {}
+        for key in chance.sample(keys, chance.randint(1, 6)):
+            node = tree
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = chance.choice(values)
+        orders = tree.setdefault("orders", {})
+        if chance.random() < 0.5:
+            orders["allow-unauthenticated"] = True
+        else:
+            orders["auth-tokens"] = [TOKEN]
+        if chance.random() < 0.1:
+            orders[chance.choice(["prot", "auth-token", "outbox-x"])] = 1
+        yield yaml.safe_dump(tree, sort_keys=False)
+
+
 def leaves(tree: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
     if isinstance(tree, dict):
         for key, value in tree.items():
@@ -268,6 +298,15 @@ NUMERIC_VARIABLES = [
     "EVENT_ASYNC_MAX_POOL_SIZE",
     "EVENT_ASYNC_QUEUE_CAPACITY",
 ]
+
+
+def test_random_known_keys_load_exactly_as_declared(tmp_path: Path) -> None:
+    chance = random.Random(SEED + 3)
+    outcomes = {"refused": 0, "loaded": 0}
+    for text in random_trees(chance, 1500):
+        outcome, _ = judge(tmp_path / "orders.yml", text)
+        outcomes[outcome] += 1
+    assert outcomes["loaded"] > 50 and outcomes["refused"] > 100, outcomes
 
 
 def test_every_numeric_variable_is_covered() -> None:

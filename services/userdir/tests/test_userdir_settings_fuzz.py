@@ -122,6 +122,31 @@ def random_files(chance: random.Random, count: int) -> Iterator[str]:
         yield "\n".join(lines) + "\n"
 
 
+def random_known_files(chance: random.Random, count: int) -> Iterator[str]:
+    """Files of random known names with values of every kind, always saying how clients
+    authenticate: many load, and must load as declared."""
+    names = [
+        field.upper()
+        for field in ServerSettings.model_fields
+        if field not in {"auth_tokens", "auth_tokens_file", "allow_unauthenticated"}
+    ]
+    values = [
+        "0", "1", "2", "5", "100", "1000", "65536", "16384", "300", "10.5", "1e3",
+        "inf", "nan", "true", "false", "yes", "", "sqlite:///{tmp}/u.db", "x",
+    ]  # fmt: skip
+    for _ in range(count):
+        lines = [
+            f'{PREFIX}{name}="{chance.choice(values)}"'
+            for name in chance.sample(names, chance.randint(1, 5))
+        ]
+        if chance.random() < 0.5:
+            lines.append(f'{PREFIX}ALLOW_UNAUTHENTICATED="true"')
+        else:
+            lines.append(f'{PREFIX}AUTH_TOKENS="{TOKEN}"')
+        chance.shuffle(lines)
+        yield "\n".join(lines) + "\n"
+
+
 def declared(text: str) -> dict[str, str]:
     """The oracle: what an accepted file declares, read naively (last one wins)."""
     found: dict[str, str] = {}
@@ -196,6 +221,15 @@ def test_random_files_load_as_declared_or_are_refused_in_one_line(tmp_path: Path
             pytest.fail(f"{type(error).__name__} for:\n{text}")
         outcomes[outcome] += 1
     assert outcomes["refused"] > 1500, outcomes
+
+
+def test_random_known_names_load_exactly_as_declared(tmp_path: Path) -> None:
+    chance = random.Random(SEED + 3)
+    outcomes = {"refused": 0, "loaded": 0}
+    for text in random_known_files(chance, 1500):
+        outcome, _ = judge(tmp_path / "userdir.env", text.replace("{tmp}", str(tmp_path)))
+        outcomes[outcome] += 1
+    assert outcomes["loaded"] > 50 and outcomes["refused"] > 100, outcomes
 
 
 def test_every_numeric_setting_has_a_range() -> None:
