@@ -52,7 +52,9 @@ def test_the_user_directorys_environment_file_from_the_defaults() -> None:
     assert lines == sorted(lines)
     database = "sqlite:////var/lib/clusterforge-userdir/userdir.db"
     assert f'CLUSTERFORGE_USERDIR_DATABASE_URL="{database}"' in lines
-    assert 'CLUSTERFORGE_USERDIR_AUTH_TOKENS=""' in lines
+    # No token is said by name; an empty token setting would stop the service (issue 49).
+    assert 'CLUSTERFORGE_USERDIR_ALLOW_UNAUTHENTICATED="true"' in lines
+    assert not any(line.startswith("CLUSTERFORGE_USERDIR_AUTH_TOKENS") for line in lines)
     assert 'CLUSTERFORGE_USERDIR_MAX_PAGE_SIZE="100"' in lines
     assert planned.file_name == "userdir.env"
     assert planned.arguments == {"host": "127.0.0.1", "port": 8081, "workers": 1}
@@ -147,7 +149,9 @@ def test_a_user_directory_reachable_from_the_network_needs_a_token(
 @pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.61", "::1", "[::1]", "localhost"])
 def test_a_loopback_user_directory_may_run_without_a_token(bind: str) -> None:
     planned = plan_one("user_directory", user_directory_host=bind)
-    assert planned.public["auth_tokens"] == ""
+    # Said by name: an empty token setting would stop the service (issue 49).
+    assert "auth_tokens" not in planned.public
+    assert planned.public["allow_unauthenticated"] == "true"
     assert planned.arguments["host"] == bind
 
 
@@ -290,7 +294,9 @@ def test_an_order_service_reachable_from_the_network_needs_a_token(
 @pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.61", "::1", "localhost"])
 def test_a_loopback_order_service_may_run_without_a_token(bind: str) -> None:
     planned = plan_one("order_service", order_service_host=bind)
-    assert planned.public["orders"]["auth-tokens"] == []
+    # Said by name: an empty token setting would stop the service (issue 49).
+    assert "auth-tokens" not in planned.public["orders"]
+    assert planned.public["orders"]["allow-unauthenticated"] is True
     assert planned.arguments["host"] == bind
 
 

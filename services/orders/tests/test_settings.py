@@ -48,6 +48,8 @@ def test_yaml_file_then_environment(tmp_path: Path) -> None:
         "    thread-name-prefix: ev-\n"
         "orders:\n"
         "  port: 9000\n"
+        # A settings file says how clients authenticate (issue 49).
+        "  allow-unauthenticated: true\n"
         "  listeners:\n"
         "    after-commit-sync:\n"
         "      fallback-execution: true\n",

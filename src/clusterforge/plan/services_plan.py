@@ -307,15 +307,22 @@ def _plan_user_directory(
         _check_int(problems, variables, "user_directory_port", 1, 65535)
     _check_int(problems, variables, "user_directory_workers", 1, None)
     tokens = _token_list(problems, variables, "user_directory_auth_tokens", "vault_userdir_token")
+    # Blank entries dropped, as the service's comma-separated setting drops them.
+    tokens = [str(token).strip() for token in tokens if token is not None and str(token).strip()]
     # The URL's form is the service's settings model's to check (below), once.
-    settings_input = {
+    settings_input: dict[str, Any] = {
         "database_url": database_url,
         "database_connect_timeout": variables.get("user_directory_database_connect_timeout"),
-        "auth_tokens": ",".join(str(token) for token in tokens),
         "max_page_size": variables.get("user_directory_max_page_size"),
         "list_limit": variables.get("user_directory_list_limit"),
         "max_request_body_bytes": variables.get("user_directory_max_request_body_bytes"),
     }
+    # The service refuses a token setting named without a token, and a settings file
+    # that does not say how clients authenticate (issue 49): no token is said by name.
+    if tokens:
+        settings_input["auth_tokens"] = ",".join(str(token) for token in tokens)
+    else:
+        settings_input["allow_unauthenticated"] = True
     model = _user_directory_settings()
     try:
         # model_validate, not the constructor: the control node's own environment must
@@ -339,9 +346,12 @@ def _plan_user_directory(
         return None
     environment: dict[str, str] = {}
     public: dict[str, Any] = {}
-    for field_name in _USERDIR_FIELD_VARIABLES:
+    for field_name in (*_USERDIR_FIELD_VARIABLES, "allow_unauthenticated"):
+        if field_name not in settings_input:
+            continue
         value = getattr(settings, field_name)
         text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+        text = text.lower() if isinstance(value, bool) else text
         environment[f"{_USERDIR_ENVIRONMENT_PREFIX}{field_name.upper()}"] = text
         secret = field_name in _USERDIR_SECRET_FIELDS and (
             field_name != "database_url" or not text.startswith("sqlite:")
@@ -435,11 +445,16 @@ def _plan_order_service(
             "database-url": database_url,
             "access-log": variables.get("order_service_access_log"),
             "log-level": variables.get("order_service_log_level"),
-            "auth-tokens": tokens,
             "listeners": _plain(variables.get("order_service_listeners")),
         },
         "event": {"async": _plain(variables.get("order_service_event_async"))},
     }
+    # The service refuses a token setting named without a token, and a settings file
+    # that does not say how clients authenticate (issue 49): no token is said by name.
+    if tokens:
+        tree["orders"]["auth-tokens"] = tokens
+    else:
+        tree["orders"]["allow-unauthenticated"] = True
     if search is not None:
         # Delivery into the inventory's cluster; the password goes into content only.
         tree["orders"]["search"] = search.settings_for(str(variables.get(CONFIG_DIR_VARIABLE)))
@@ -452,6 +467,8 @@ def _plan_order_service(
     # The validated model, written back by its aliases: the file holds what the service
     # will read, with every default spelled out.
     settled: dict[str, Any] = settings.model_dump(mode="json", by_alias=True)
+    if not tokens:
+        del settled["orders"]["auth-tokens"]
     public = _plain(settled)
     if not database_url.startswith("sqlite:"):
         public["orders"]["database-url"] = SECRET_MARK

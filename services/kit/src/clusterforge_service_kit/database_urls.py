@@ -20,11 +20,25 @@ def check_database_url(url: str) -> None:
     if not url.startswith(DATABASE_URL_PREFIXES):
         raise ValueError(f"the database URL has an unsupported scheme; {DATABASE_URL_FIX}")
     if url.startswith("sqlite:///"):
-        location = url.removeprefix("sqlite:///").split("?", 1)[0]
-        if not location or location.startswith(":memory:"):
+        location, options, _ = url.removeprefix("sqlite:///").partition("?")
+        if options or "?" in url:
+            # The services set what SQLite needs themselves (the busy timeout, threads);
+            # SQLAlchemy hands a URL's options to sqlite3 untyped (timeout=abc was a
+            # TypeError at the first connection), and uri=true opens file: URIs, an
+            # in-memory database (mode=memory) among them.
+            raise ValueError(
+                "the SQLite URL has options (?...), which the service does not take (it "
+                f"sets SQLite's busy timeout itself); remove them and {DATABASE_URL_FIX}"
+            )
+        if not location or location.startswith(":memory:") or location.startswith("file:"):
             raise ValueError(
                 "the database URL names no SQLite file (an in-memory database is lost at "
-                f"each start and not shared between processes); {DATABASE_URL_FIX}"
+                "each start and not shared between processes; a file: URI is not taken); "
+                f"{DATABASE_URL_FIX}"
+            )
+        if any(not character.isprintable() for character in location):
+            raise ValueError(
+                f"the SQLite file's path holds a control character; {DATABASE_URL_FIX}"
             )
         return
     # Host and database may both be absent (libpq then takes the Unix socket and the

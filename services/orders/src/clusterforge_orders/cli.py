@@ -18,6 +18,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import uvicorn
 from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
@@ -31,8 +32,16 @@ from .settings import load_settings
 logger = logging.getLogger(__name__)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag ends in one line (and status 2) without the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"clusterforge-orders: {message}; see clusterforge-orders --help", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="clusterforge-orders",
         description="Run the order service (POST /orders, GET /health, GET /metrics).",
     )

@@ -13,11 +13,11 @@ URL, which may hold a password).
 from __future__ import annotations
 
 import argparse
-import io
 import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -26,16 +26,20 @@ try:
     from alembic.util.exc import CommandError
     from clusterforge_service_kit import TOKEN_RECIPE, is_loopback_host
     from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
-    from dotenv import dotenv_values
-    from pydantic import ValidationError
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
     from .migrate import upgrade_database
     from .settings import (
         DEFAULT_PORT,
+        ENVIRONMENT_PREFIX,
+        PORT_RANGE,
+        SETTINGS_FILE_VARIABLE,
+        WORKERS_RANGE,
         ServerSettings,
+        SettingsError,
         SettingsFileError,
-        read_private_text,
+        load_server_settings,
+        variable_of,
     )
     from .storage import DatabaseLocationError, create_database_engine
 except ModuleNotFoundError as error:  # the client-only install has no server
@@ -46,15 +50,11 @@ except ModuleNotFoundError as error:  # the client-only install has no server
 
 
 EXIT_BAD_SETTINGS = 2
-ENVIRONMENT_PREFIX = "CLUSTERFORGE_USERDIR_"
-SETTINGS_FILE_VARIABLE = f"{ENVIRONMENT_PREFIX}SETTINGS_FILE"
+# A host to bind: an IP address, a name, or empty (every address).
+_BIND_HOST = re.compile(r"[A-Za-z0-9_.:-]*")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # Where each setting can come from, for messages that name what the operator set.
 _OPTION_OF_FIELD = {"database_url": "--database-url", "auth_tokens_file": "--auth-tokens-file"}
-
-
-class SettingsError(Exception):
-    """A setting the service cannot start with; the message names it and the fix."""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -99,59 +99,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_settings_file(path: Path) -> None:
-    """Put the file's settings into the environment, where workers find them too.
-
-    Variables already in the environment win. Only the permissions and names are
-    checked here; the values are ServerSettings' to judge.
-    """
-    text = read_private_text(path, setting="settings file")
-    # Literal values: a token may hold "${...}", which is not a variable to expand.
-    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
-    for name, value in values.items():
-        if not name.startswith(ENVIRONMENT_PREFIX) or name == SETTINGS_FILE_VARIABLE:
-            raise SettingsError(
-                f"settings file {path}: {name} is not a setting of this service; use "
-                f"{ENVIRONMENT_PREFIX}<SETTING> names (docs/userdir.md) or remove the line"
-            )
-        if value is not None:
-            os.environ.setdefault(name, value)
-
-
-def _describe_settings_error(error: ValidationError) -> str:
-    problems = []
-    for item in error.errors(include_input=False, include_url=False):
-        field = str(item["loc"][0]) if item["loc"] else ""
-        where = f"{ENVIRONMENT_PREFIX}{field.upper()}"
-        if field in _OPTION_OF_FIELD:
-            where = f"{_OPTION_OF_FIELD[field]} / {where}"
-        message = str(item["msg"]).removeprefix("Value error, ")
-        fix = "" if item["type"] == "value_error" else "; correct it"
-        problems.append(f"{where}: {message}{fix}")
-    return "; ".join(problems)
-
-
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def read_settings(arguments: argparse.Namespace) -> ServerSettings:
-    """The settings from file, environment and arguments (in rising order of weight)."""
-    settings_file = arguments.settings_file or os.environ.get(SETTINGS_FILE_VARIABLE)
-    if settings_file:
-        load_settings_file(Path(settings_file))
+def read_settings(
+    arguments: argparse.Namespace, environ: MutableMapping[str, str] | None = None
+) -> ServerSettings:
+    """The settings from file, environment and arguments (in rising order of weight).
+
+    Each source is read strictly (settings.load_server_settings); what was read is put
+    into the environment, where uvicorn's worker processes read it again.
+    """
+    environ = os.environ if environ is None else environ
+    if not _BIND_HOST.fullmatch(arguments.host) or len(arguments.host) > 253:
+        raise SettingsError(
+            "--host is not an address or host name; set an IP address (127.0.0.1), a host "
+            "name, or an empty string for every address"
+        )
+    low_port, high_port = PORT_RANGE
+    if not low_port <= arguments.port <= high_port:
+        raise SettingsError(f"--port {arguments.port} is not a port; set {low_port} to {high_port}")
+    low_workers, high_workers = WORKERS_RANGE
+    if not low_workers <= arguments.workers <= high_workers:
+        raise SettingsError(
+            f"--workers {arguments.workers} is out of range; set {low_workers} to {high_workers}"
+        )
+    settings_file = arguments.settings_file or environ.get(SETTINGS_FILE_VARIABLE)
+    options: dict[str, str] = {}
     if arguments.database_url is not None:
-        os.environ[f"{ENVIRONMENT_PREFIX}DATABASE_URL"] = arguments.database_url
+        options["database_url"] = arguments.database_url
     if arguments.auth_tokens_file is not None:
-        os.environ[f"{ENVIRONMENT_PREFIX}AUTH_TOKENS_FILE"] = str(arguments.auth_tokens_file)
-    if not 1 <= arguments.port <= 65535:
-        raise SettingsError(f"--port {arguments.port} is not a port; set 1 to 65535")
-    if arguments.workers < 1:
-        raise SettingsError(f"--workers {arguments.workers} must be at least 1; set e.g. 1")
-    try:
-        settings = ServerSettings()
-    except ValidationError as error:
-        raise SettingsError(_describe_settings_error(error)) from None
+        options["auth_tokens_file"] = str(arguments.auth_tokens_file)
+    settings = load_server_settings(
+        settings_file=Path(settings_file) if settings_file else None,
+        environ=environ,
+        options=options,
+        option_names=_OPTION_OF_FIELD,
+    )
     # A bad token file stops the start here, with its reason.
     if not settings.accepted_tokens() and not is_loopback_host(arguments.host):
         # Whoever reaches the port could read and change every user; the toolkit's
@@ -162,6 +147,11 @@ def read_settings(arguments: argparse.Namespace) -> ServerSettings:
             f"every user; set {ENVIRONMENT_PREFIX}AUTH_TOKENS (or --auth-tokens-file) to a "
             f"token made by {TOKEN_RECIPE}, or bind --host 127.0.0.1"
         )
+    # The workers build their settings from the environment (create_app_from_environment).
+    for field in settings.model_fields_set:
+        value = getattr(settings, field)
+        text = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+        environ[variable_of(field)] = str(text).lower() if isinstance(text, bool) else str(text)
     return settings
 
 
