@@ -11,7 +11,7 @@ description:
     finds the new files and places them.
   - The CA key never leaves the control node. Use it with C(run_once) and C(delegate_to=localhost).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 extends_documentation_fragment:
   - clusterforge.stack.opensearch_nodes.group
 options:

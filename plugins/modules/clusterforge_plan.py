@@ -21,7 +21,7 @@ description:
   - Use it once per play with C(run_once) and C(delegate_to=localhost);
     C(playbooks/plan.yml) does, and every playbook imports that.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 extends_documentation_fragment:
   - clusterforge.stack.opensearch_nodes.group
 options:

@@ -23,7 +23,7 @@ description:
   - For the order service it also decides delivery into the inventory's cluster exactly
     as the plan does, so C(playbooks/services.yml) alone writes what C(site.yml) planned.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   service:
     description: The service.

@@ -225,7 +225,7 @@ def rotate_cluster_ca(
     cluster: Cluster, *, pki_dir: Path, passphrase: bytes | None, step: str
 ) -> str:
     """One step of a CA rotation for this cluster (trust, reissue, finish); one line back."""
-    user_ca_cert, _ = _user_ca(cluster)
+    user_ca_cert, _user_ca_key = _user_ca(cluster)
     if user_ca_cert is not None:
         raise PkiError(
             "the cluster uses your own CA (opensearch_ca_cert_path); clusterforge rotates "

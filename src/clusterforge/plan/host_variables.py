@@ -47,7 +47,7 @@ class HostSource(Protocol):
 
     def variables(self, host: str, wanted: Callable[[str], bool]) -> dict[str, Any]:
         """``host``'s variables whose names are ``wanted``, templated."""
-        ...
+        raise NotImplementedError
 
 
 class TaskHosts:

@@ -141,7 +141,7 @@ def _exporter_hosts(source: Any) -> list[tuple[str, str]]:
     exporter_hosts: list[tuple[str, str]] = []
     for group in HOST_GROUPS:
         for name in map(str, source.hosts(group)):
-            if name not in {known for known, _ in exporter_hosts}:
+            if name not in {known for known, _variables in exporter_hosts}:
                 exporter_hosts.append((name, _exporter_address(source, name)))
     return exporter_hosts
 

@@ -301,7 +301,7 @@ def _missing_local_files(cluster: Cluster) -> list[str]:
         )
     missing.extend(
         f"{variable}: {path!r} is not a file on the control node; fix its path"
-        for _, path, variable in _plugin_zips(cluster)
+        for _plugin, path, variable in _plugin_zips(cluster)
         if not Path(path).is_file()
     )
     security = cluster.security
