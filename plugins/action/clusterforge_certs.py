@@ -1,14 +1,14 @@
 """Action plugin: day-two certificate work on the control node (docs/certificates.md).
 
-Runs before playbooks/plan.yml in playbooks/rotate-certs.yml and playbooks/rotate-ca.yml;
+Runs before playbooks/plan.yml in playbooks/rotate_certs.yml and playbooks/rotate_ca.yml;
 the plan that follows finds the new files and places them. The CA key never leaves the
 control node. Use it with ``run_once: true`` and ``delegate_to: localhost``.
 
 Arguments:
   group: the inventory group of the OpenSearch nodes (default: opensearch).
   renew: true issues every node and admin certificate again now, under the issuing CA,
-    whatever their expiry (rotate-certs.yml).
-  ca_rotation_step: trust, reissue or finish: one step of a CA rotation (rotate-ca.yml).
+    whatever their expiry (rotate_certs.yml).
+  ca_rotation_step: trust, reissue or finish: one step of a CA rotation (rotate_ca.yml).
   wait_served: instead of the above, wait until every node serves the certificate the
     plan placed (its serial, read from a TLS handshake on the HTTP port, verified
     against the CA bundle); needs ``nodes`` (the plan's ``nodes``), ``ca_cert`` and

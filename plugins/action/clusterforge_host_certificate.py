@@ -12,7 +12,7 @@ certificate was issued now.
 Arguments:
   purpose: what the certificate serves (a key of ``PURPOSES``, e.g. ``postgresql``).
   alt_names: names and addresses clients use besides the inventory name.
-  renew: issue it again now (playbooks/rotate-certs.yml).
+  renew: issue it again now (playbooks/rotate_certs.yml).
   bundle_only: issue nothing; return only ``ca_bundle_pem`` (for a client host that
     verifies the server).
 """

@@ -16,7 +16,7 @@ checked against the password with bcrypt only when the record of the last check
 result is no_log; ``changed`` says whether a certificate was issued now.
 
 Arguments:
-  renew: issue the monitoring host's certificate again now (playbooks/rotate-certs.yml).
+  renew: issue the monitoring host's certificate again now (playbooks/rotate_certs.yml).
   renew_node_exporters: issue every host's node exporter certificate again now.
 """
 

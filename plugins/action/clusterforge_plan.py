@@ -35,11 +35,11 @@ Arguments:
     the newest successful one (clusterforge.plan.plan.with_restore_snapshot).
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
-    play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
+    play of every playbook (playbooks/check_inventory.yml) runs it on localhost, before
     any connection; its result holds ``checked``, ``model_warnings`` and ``services``
     (each service host's settings as the services' models validated them, settings file
     included: the result is no_log, as the plan's is).
-  checked_services: the ``services`` of that check, in the same run (check-inventory.yml
+  checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
 

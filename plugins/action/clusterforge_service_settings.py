@@ -6,7 +6,7 @@ Arguments:
     clusterforge.plan.plan.build_plan), when playbooks/plan.yml planned this run
     (site.yml): the host's settings are copied from it.
   checked: the ``services`` the inventory check of this run returned
-    (playbooks/check-inventory.yml keeps them as ``__clusterforge_checked_services``),
+    (playbooks/check_inventory.yml keeps them as ``__clusterforge_checked_services``),
     for a run without a plan (services.yml alone): the host's settings are copied from
     it, with the order delivery's real password in place of the check's placeholder
     (clusterforge.plan.services_plan.with_search_password).

@@ -13,7 +13,7 @@ proxied service's health URL through the proxy) and ``certificate`` (serial, day
 whether it is the user's own). The result is no_log: it carries the key.
 
 Arguments:
-  renew: issue the host's certificate again now (playbooks/rotate-certs.yml).
+  renew: issue the host's certificate again now (playbooks/rotate_certs.yml).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "service_name": plan.service_name,
             "unit_path": f"/etc/systemd/system/{plan.service_name}.service",
             "ca_bundle_path": plan.ca_bundle_path,
-            # What verifies the proxy from the control node (rotate-certs.yml's wait).
+            # What verifies the proxy from the control node (rotate_certs.yml's wait).
             "ca_bundle_control_path": str(ca_source.pki_dir / "ca-bundle.pem"),
             "own_certificate": certificate.own,
             "urls": plan.urls(reach),

@@ -29,7 +29,7 @@ options:
     elements: str
     default: []
   renew:
-    description: Issue the certificate again now (C(playbooks/rotate-certs.yml)).
+    description: Issue the certificate again now (C(playbooks/rotate_certs.yml)).
     type: bool
     default: false
   bundle_only:

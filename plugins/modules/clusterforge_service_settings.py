@@ -40,7 +40,7 @@ options:
   checked:
     description:
       - The C(services) the inventory check of this run returned
-        (C(__clusterforge_checked_services), kept by C(playbooks/check-inventory.yml)).
+        (C(__clusterforge_checked_services), kept by C(playbooks/check_inventory.yml)).
     type: dict
 """
 

@@ -18,7 +18,7 @@ version_added: 1.0.0
 author: clusterforge developers (@clusterforge)
 options:
   renew:
-    description: Issue the host's certificate again now (C(playbooks/rotate-certs.yml)).
+    description: Issue the host's certificate again now (C(playbooks/rotate_certs.yml)).
     type: bool
     default: false
 """

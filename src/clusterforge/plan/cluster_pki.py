@@ -148,7 +148,7 @@ def ensure_cluster_pki(
     A certificate is issued again when it falls within the renewal window
     (``opensearch_cert_renew_within_days``), no longer matches the inventory, or was not
     signed by the issuing CA (a CA rotation's reissue step); ``renew_all``
-    (playbooks/rotate-certs.yml) issues every node and admin certificate again now.
+    (playbooks/rotate_certs.yml) issues every node and admin certificate again now.
     """
     pki_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     security = cluster.security
