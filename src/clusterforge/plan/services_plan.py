@@ -502,7 +502,8 @@ class _Planner(Protocol):
         *,
         search: OrdersSearch | None = None,
         database: DatabaseServer | None = None,
-    ) -> PlannedServiceSettings | None: ...
+    ) -> PlannedServiceSettings | None:
+        """The host's planned settings, or None with the reasons added to ``problems``."""
 
 
 @dataclass(frozen=True)
