@@ -434,7 +434,7 @@ def test_the_rules_carry_the_inventory_thresholds_and_the_planned_node_count() -
         assert rule["labels"]["severity"] in ("warning", "critical")
         assert set(rule["annotations"]) == {"summary", "description", "runbook"}
         assert "playbooks/" in rule["annotations"]["runbook"]
-    assert "rotate-certs.yml" in rules["CertificateExpiringSoon"]["annotations"]["runbook"]
+    assert "rotate_certs.yml" in rules["CertificateExpiringSoon"]["annotations"]["runbook"]
 
 
 def test_the_default_watermarks_are_the_engines() -> None:

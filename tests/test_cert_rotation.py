@@ -217,7 +217,7 @@ def test_a_step_out_of_order_is_refused_naming_the_variable_and_the_next_step(
     message = str(caught.value)
     assert f"clusterforge_ca_rotation_step={step}" in message
     assert f"clusterforge_ca_rotation_step={next_step}" in message
-    assert "playbooks/rotate-ca.yml" in message
+    assert "playbooks/rotate_ca.yml" in message
     files_after = {path.name: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()}
     assert files_after == files_before
 

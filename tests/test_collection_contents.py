@@ -9,6 +9,7 @@ contents.
 
 from __future__ import annotations
 
+import re
 import secrets
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "inventories" / "example"
@@ -178,3 +180,106 @@ def test_generated_files_in_the_example_and_deep_in_the_tree_stay_out(tmp_path: 
     _assert_nothing_generated(contents, marker)
     # Top-level files no directive names stay out too (an allow-list, not a deny-list).
     assert "id_ed25519" not in contents and "notes.txt" not in contents
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A manifest glob as distlib reads it: ``*`` and ``?`` never cross a ``/``."""
+    parts = []
+    for char in pattern:
+        parts.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _shipped_by_manifest(path: str, directives: list[str]) -> bool:
+    """Whether galaxy.yml's directives take ``path`` (a file, relative to the root): named
+    by an include, a recursive-include or a graft, and by no exclude or prune after it."""
+    name = PurePosixPath(path).name
+    parents = [str(parent) for parent in PurePosixPath(path).parents if str(parent) != "."]
+    included = False
+    for directive in directives:
+        kind, *arguments = directive.split()
+        if kind == "include":
+            included |= any(_glob(pattern).match(path) for pattern in arguments)
+        elif kind == "recursive-include":
+            directory, *patterns = arguments
+            included |= path.startswith(f"{directory}/") and any(
+                _glob(pattern).match(name) for pattern in patterns
+            )
+        elif kind == "graft":
+            included |= any(path.startswith(f"{directory}/") for directory in arguments)
+        elif kind == "exclude":
+            included &= not any(_glob(pattern).match(path) for pattern in arguments)
+        elif kind == "recursive-exclude":
+            directory, *patterns = arguments
+            included &= not (
+                path.startswith(f"{directory}/")
+                and any(_glob(pattern).match(name) for pattern in patterns)
+            )
+        elif kind == "global-exclude":
+            included &= not any(_glob(pattern.lstrip("/")).match(name) for pattern in arguments)
+        elif kind == "prune":
+            included &= not any(
+                _glob(pattern).match(parent) for pattern in arguments for parent in parents
+            )
+        else:
+            raise AssertionError(f"galaxy.yml: a directive this test does not read: {directive}")
+    return included
+
+
+def test_the_tarball_is_the_manifest_of_the_tracked_files_and_no_test_or_cache(
+    tmp_path: Path,
+) -> None:
+    # A copy of what git tracks, with what test runs leave beside it: the tarball is then
+    # exactly the tracked files galaxy.yml's manifest names.
+    source = tmp_path / "checkout"
+    tracked = [
+        name
+        for name in subprocess.run(
+            ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+        if name and (REPO / name).is_file()
+    ]
+    for name in tracked:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    caches = (
+        "services/orders/tests/__pycache__/conftest.cpython-311.pyc",
+        "services/userdir/tests/__pycache__/notes.txt",
+        "services/kit/src/clusterforge_service_kit/__pycache__/tokens.txt",
+        "src/clusterforge/plan/__pycache__/plan.txt",
+        "roles/opensearch/__pycache__/stray.yml",
+        "services/orders/.pytest_cache/v/cache/lastfailed",
+        "services/orders/tests/test_new_one.py",
+    )
+    for cache in caches:
+        (source / cache).parent.mkdir(parents=True, exist_ok=True)
+        (source / cache).write_text("left by a test run\n")
+    directives = yaml.safe_load((REPO / "galaxy.yml").read_text())["manifest"]["directives"]
+
+    shipped = set(_contents(_build(source, tmp_path / "out"))) - {"MANIFEST.json", "FILES.json"}
+
+    expected = {name for name in tracked if _shipped_by_manifest(name, directives)}
+    assert shipped == expected, (
+        f"in the tarball, not named by the manifest: {sorted(shipped - expected)}; "
+        f"named, not in the tarball: {sorted(expected - shipped)}"
+    )
+    for name in shipped:
+        parts = PurePosixPath(name).parts
+        assert "__pycache__" not in parts, name
+        assert parts[0] not in {"molecule", "bench", ".ci", "dist"}, name
+        assert not (parts[0] == "services" and "tests" in parts), name
+        assert parts[0] != "tests" or parts[1] == "sanity", name
+    # What a user needs, and what ansible-test reads from the installed collection.
+    for needed in (
+        "meta/runtime.yml",
+        "plugins/plugin_utils/library.py",
+        "services/orders/src/clusterforge_orders/app.py",
+        "scripts/up",
+        "tests/sanity/ignore-2.17.txt",
+        *(f"playbooks/{path.name}" for path in (REPO / "playbooks").glob("*.yml")),
+    ):
+        assert needed in shipped, needed
+    for test_command in ("scripts/test", "scripts/sanity", "scripts/postgres-up"):
+        assert test_command not in shipped

@@ -525,7 +525,9 @@ def inventories() -> set[str]:
 def test_the_layout_lists_every_playbook_inventory_and_script() -> None:
     missing = []
     for directory, names in (
-        ("playbooks", [path.name for path in (ROOT / "playbooks").glob("*.yml")]),
+        # The dashed names' deprecated imports are listed as a group, not by name
+        # (tests/test_playbook_names.py checks them).
+        ("playbooks", [p.name for p in (ROOT / "playbooks").glob("*.yml") if "-" not in p.stem]),
         ("inventories", [f"{name}/" for name in inventories()]),
         ("scripts", [path.name for path in (ROOT / "scripts").iterdir() if path.is_file()]),
     ):

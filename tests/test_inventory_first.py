@@ -2,13 +2,13 @@
 
 Every bad inventory below goes through the real ``ansible-playbook playbooks/site.yml``
 with its hosts at unused loopback addresses that do not answer (127.0.0.31...). The
-first play (playbooks/check-inventory.yml) must refuse it on the control node, naming the
+first play (playbooks/check_inventory.yml) must refuse it on the control node, naming the
 variable at fault, before any connection: the output never says "Cannot reach", and the
 inventory directory, its existing ``.pki`` included, is byte-identical afterwards (no
 certificate issued, no file written) and the artifact cache was never created.
 
 A good inventory with hosts that do not answer stops at the reach play, again with
-nothing written on the control node, and so does rotate-certs.yml, which used to issue
+nothing written on the control node, and so does rotate_certs.yml, which used to issue
 every certificate again before it found the hosts unreachable.
 
 The runs are independent processes, started a few at a time (each is mostly Ansible's
@@ -511,23 +511,23 @@ CASES = [
         "plan.yml",
     ),
     Case(
-        "rotate-certs-playbook",
+        "rotate_certs-playbook",
         group_vars(opensearch_ca_passphrase="another-Passphrase-19"),
         ("opensearch_ca_passphrase",),
-        "rotate-certs.yml",
+        "rotate_certs.yml",
     ),
     Case(
-        "rotate-ca-playbook",
+        "rotate_ca-playbook",
         group_vars(opensearch_ca_passphrase=None),
         ("opensearch_ca_passphrase",),
-        "rotate-ca.yml",
+        "rotate_ca.yml",
         ("-e", "clusterforge_ca_rotation_step=trust"),
     ),
     Case(
-        "rolling-restart-playbook",
+        "rolling_restart-playbook",
         passwords(admin="admin"),
         ("opensearch_security_passwords.admin",),
-        "rolling-restart.yml",
+        "rolling_restart.yml",
     ),
     Case(
         "upgrade-playbook",
@@ -649,7 +649,7 @@ def runs(base_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     for key, playbook, keep_pki, extra in (
         ("good-site", "site.yml", True, ()),
         ("good-site-first-deploy", "site.yml", False, ()),
-        ("good-rotate-certs", "rotate-certs.yml", True, ()),
+        ("good-rotate_certs", "rotate_certs.yml", True, ()),
         # Booleans as Ansible passes them on the command line (issue 41, item 4).
         (
             "good-site-string-booleans",
@@ -725,8 +725,8 @@ def test_first_deploy_to_hosts_that_do_not_answer_issues_no_certificate(
 
 
 def test_rotate_certs_to_hosts_that_do_not_answer_changes_no_file(runs: dict[str, Run]) -> None:
-    run = runs["good-rotate-certs"]
+    run = runs["good-rotate_certs"]
     assert run.returncode != 0
     assert "Cannot reach n1" in run.output, run.output
     assert "PLAY [Issue every certificate again" not in run.output
-    assert run.after == run.before, "rotate-certs.yml wrote on the control node"
+    assert run.after == run.before, "rotate_certs.yml wrote on the control node"

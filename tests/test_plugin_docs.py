@@ -16,7 +16,6 @@ plugin that ansible-doc cannot find fails here as well:
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import json
 import os
@@ -29,6 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
+from collection_plugins import load_plugin
+
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "plugins"
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
@@ -40,13 +41,8 @@ def stems(kind: str) -> list[str]:
 
 
 def filter_functions() -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location(
-        "clusterforge_filter_plugins", PLUGINS / "filter" / "clusterforge.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    functions: dict[str, Any] = module.FilterModule().filters()
+    # Through the collection's name: the filter imports plugin_utils by it.
+    functions: dict[str, Any] = load_plugin("filter", "clusterforge").FilterModule().filters()
     return functions
 
 

@@ -5,13 +5,13 @@ The services' settings models (``ServerSettings`` of the user directory,
 ``model_validate``:
 
 - site.yml's steps on the control node, in this process: the inventory check
-  (check-inventory.yml: ``validate_inventory`` as the ``validate_only`` action calls it),
+  (check_inventory.yml: ``validate_inventory`` as the ``validate_only`` action calls it),
   the plan (plan.yml: ``build_plan`` with the check's ``services``), and what the roles
   copy (the plan's ``services`` section, with the delivery's real password). Counted with
   the interpreter's profiling hook, which sees every Python call: nothing is patched.
 - a PostgreSQL host the same way: its database URL is planned with its settings (the
   first host of the group postgresql, the generated password), validated once, and copied.
-- services.yml's steps for real, with ansible-playbook on this machine: check-inventory.yml
+- services.yml's steps for real, with ansible-playbook on this machine: check_inventory.yml
   imported twice (site.yml imports it through plan.yml and services.yml), then each
   service's play running the role's own preflight tasks (read from
   roles/_python_service/tasks/preflight.yml, so the test follows the role's wiring). The
@@ -82,7 +82,7 @@ def _services_vars() -> dict[str, list[tuple[str, dict[str, Any]]]]:
 def test_site_yml_steps_validate_each_service_host_once(tmp_path: Path) -> None:
     nodes = cluster_nodes(tmp_path)
     services = _services_vars()
-    # check-inventory.yml: the validate_only action.
+    # check_inventory.yml: the validate_only action.
     checked, at_check = _validations(
         lambda: validate_inventory(
             nodes, inventory_dir=tmp_path, project_root=ROOT, services_vars=services
@@ -93,7 +93,7 @@ def test_site_yml_steps_validate_each_service_host_once(tmp_path: Path) -> None:
     check_file = yaml.safe_load(checked.services["apps-1"]["order_service"]["content"])
     assert check_file["orders"]["search"]["password"] == NOT_GENERATED
     assert not (tmp_path / ".opensearch").exists()
-    # plan.yml: the plan, given what the check kept (as check-inventory.yml keeps it).
+    # plan.yml: the plan, given what the check kept (as check_inventory.yml keeps it).
     plan, at_plan = _validations(
         lambda: build_plan(
             nodes,
@@ -361,7 +361,7 @@ def test_services_yml_steps_validate_each_service_host_once(tmp_path: Path) -> N
     kept = tmp_path / "kept"
     kept.mkdir()
     preflight = yaml.safe_load((ROOT / "roles/_python_service/tasks/preflight.yml").read_text())
-    check = str(ROOT / "playbooks/check-inventory.yml")
+    check = str(ROOT / "playbooks/check_inventory.yml")
     playbook = [
         # site.yml imports it twice (plan.yml, services.yml): the second one checks nothing.
         {"name": "Check", "ansible.builtin.import_playbook": check},

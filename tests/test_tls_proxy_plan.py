@@ -197,7 +197,7 @@ def test_a_proxy_certificate_is_server_only_and_can_never_pass_as_a_node(tmp_pat
     assert unit.value == "clusterforge services-proxy"
     # Out of the nodes' directory, where retirement reads.
     assert (tmp_path / ".pki" / "hosts" / "apps-1.services-proxy.pem").is_file()
-    # Reused while nothing changes; issued again when asked (rotate-certs.yml).
+    # Reused while nothing changes; issued again when asked (rotate_certs.yml).
     again = ensure_host_certificate(
         ca, host="apps-1", purpose="tls_proxy", alt_names=["10.20.0.21", "apps.example.org"]
     )

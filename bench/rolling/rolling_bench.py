@@ -3,7 +3,7 @@
 Measured in one run against the running lab (``inventories/lab/lab.json``), each part
 under its own :class:`clusterforge.testing.loadcheck.ClusterLoad`:
 
-1. rolling: ``ansible-playbook -i inventories/lab playbooks/rolling-restart.yml``
+1. rolling: ``ansible-playbook -i inventories/lab playbooks/rolling_restart.yml``
    (plan, then one node at a time: allocation to primaries and flush, restart, rejoin,
    allocation back, green), timed from start to the playbook's exit;
 2. floor: the same three restarts done directly, one node at a time, the cluster manager
@@ -150,7 +150,7 @@ def rolling_part(target: LoadTarget, cluster: Cluster, playbook: Path, nodes: in
         note = "; ".join(filter(None, [note, f"left {left}, reset by the benchmark"]))
     wait_for("green after the playbook", lambda: cluster.green(nodes))
     restarted_nodes = restarted(before, cluster.jvm_start_times())
-    return Part("rolling-restart.yml", seconds, report, restarted_nodes, note)
+    return Part("rolling_restart.yml", seconds, report, restarted_nodes, note)
 
 
 def floor_part(target: LoadTarget, cluster: Cluster, nodes: int) -> Part:
@@ -256,7 +256,7 @@ def record(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lab-json", type=Path, default=REPO / "inventories/lab/lab.json")
-    parser.add_argument("--playbook", type=Path, default=REPO / "playbooks/rolling-restart.yml")
+    parser.add_argument("--playbook", type=Path, default=REPO / "playbooks/rolling_restart.yml")
     parser.add_argument("--only", choices=("both", "rolling", "floor"), default="both")
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")
     parser.add_argument(

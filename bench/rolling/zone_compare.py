@@ -4,7 +4,7 @@ same nodes, in one run, under the load client.
 Alternating rounds (``--rounds``, at least 3 of each): round 1 runs the node roll then the
 zone roll, round 2 the zone roll then the node roll, and so on, so that neither mode
 always inherits the other's after-effects (a warm page cache, merges, a JVM still
-compiling). Each part is ``ansible-playbook -i inventories/lab playbooks/rolling-restart.yml
+compiling). Each part is ``ansible-playbook -i inventories/lab playbooks/rolling_restart.yml
 -e opensearch_rolling_batch=<mode>`` under its own ``ClusterLoad``, timed from start to the
 playbook's exit, and starts once the machine is quiet (``--quiet-load``). Recorded per
 part: seconds, the batches the playbook ran (counted from its output: one play header
@@ -120,7 +120,7 @@ def record(rolls: list[Roll], *, nodes: int, zones: int, load_before: str, load_
         f"`scripts/up --nodes {nodes} --zones {zones}`. Run "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on a machine with "
         f"{os.cpu_count()} cores; load average (1, 5, 15 min) {load_before} before and "
-        f"{load_after} after. Each part: `playbooks/rolling-restart.yml -e "
+        f"{load_after} after. Each part: `playbooks/rolling_restart.yml -e "
         "opensearch_rolling_batch=<mode>` under `clusterforge.testing.loadcheck.ClusterLoad`, "
         "rounds alternating which mode goes first.",
         "",

@@ -1,14 +1,14 @@
 """Action plugin: day-two certificate work on the control node (docs/certificates.md).
 
-Runs before playbooks/plan.yml in playbooks/rotate-certs.yml and playbooks/rotate-ca.yml;
+Runs before playbooks/plan.yml in playbooks/rotate_certs.yml and playbooks/rotate_ca.yml;
 the plan that follows finds the new files and places them. The CA key never leaves the
 control node. Use it with ``run_once: true`` and ``delegate_to: localhost``.
 
 Arguments:
   group: the inventory group of the OpenSearch nodes (default: opensearch).
   renew: true issues every node and admin certificate again now, under the issuing CA,
-    whatever their expiry (rotate-certs.yml).
-  ca_rotation_step: trust, reissue or finish: one step of a CA rotation (rotate-ca.yml).
+    whatever their expiry (rotate_certs.yml).
+  ca_rotation_step: trust, reissue or finish: one step of a CA rotation (rotate_ca.yml).
   wait_served: instead of the above, wait until every node serves the certificate the
     plan placed (its serial, read from a TLS handshake on the HTTP port, verified
     against the CA bundle); needs ``nodes`` (the plan's ``nodes``), ``ca_cert`` and
@@ -23,17 +23,26 @@ from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError
-from clusterforge.inventory.variables import TaskHosts, build_model
-from clusterforge.plan.cluster_pki import (
-    ca_passphrase,
-    ensure_cluster_pki,
-    resolve_pki_dir,
-    rotate_cluster_ca,
-)
-from clusterforge.plan.model import plain_data
-from clusterforge.status.probe import served_certificate
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError
+    from clusterforge.inventory.variables import TaskHosts, build_model
+    from clusterforge.plan.cluster_pki import (
+        ca_passphrase,
+        ensure_cluster_pki,
+        resolve_pki_dir,
+        rotate_cluster_ca,
+    )
+    from clusterforge.plan.model import plain_data
+    from clusterforge.status.probe import served_certificate
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]
@@ -52,6 +61,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     )
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         args = self._task.args

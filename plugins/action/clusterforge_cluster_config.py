@@ -30,15 +30,24 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action import (
     ApiActionBase,
 )
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.plan.cluster_config import (
-    INDEX_TEMPLATES,
-    KINDS,
-    Change,
-    Kind,
-    changes_for,
-    request_for,
-)
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.plan.cluster_config import (
+        INDEX_TEMPLATES,
+        KINDS,
+        Change,
+        Kind,
+        changes_for,
+        request_for,
+    )
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 DATA_STREAMS_PATH = "/_data_stream"
 
@@ -47,6 +56,7 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"config", "kinds"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         config = self._task.args.get("config") or {}
@@ -77,9 +87,9 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
             changed=bool(planned),
             changes=[
                 {"kind": change.kind, "name": change.name, "action": change.action}
-                for _, change in planned
+                for _kind, change in planned
             ],
-            msg="; ".join(change.describe() for _, change in planned) or "nothing to change",
+            msg="; ".join(change.describe() for _kind, change in planned) or "nothing to change",
         )
         if self._play_context.diff and planned:
             result["diff"] = [
@@ -89,7 +99,7 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
                     "before": _as_text(change.before),
                     "after": _as_text(change.after),
                 }
-                for _, change in planned
+                for _kind, change in planned
             ]
         return result
 

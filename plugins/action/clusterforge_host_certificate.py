@@ -12,7 +12,7 @@ certificate was issued now.
 Arguments:
   purpose: what the certificate serves (a key of ``PURPOSES``, e.g. ``postgresql``).
   alt_names: names and addresses clients use besides the inventory name.
-  renew: issue it again now (playbooks/rotate-certs.yml).
+  renew: issue it again now (playbooks/rotate_certs.yml).
   bundle_only: issue nothing; return only ``ca_bundle_pem`` (for a client host that
     verifies the server).
 """
@@ -25,14 +25,23 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError
-from clusterforge.plan.host_certificates import (
-    PURPOSES,
-    ca_bundle_pem,
-    ensure_host_certificate,
-    issuing_ca_for_task,
-)
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError
+    from clusterforge.plan.host_certificates import (
+        PURPOSES,
+        ca_bundle_pem,
+        ensure_host_certificate,
+        issuing_ca_for_task,
+    )
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 
 def unique_names(names: Sequence[Any]) -> list[str]:
@@ -50,6 +59,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"purpose", "alt_names", "renew", "bundle_only"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         args = self._task.args

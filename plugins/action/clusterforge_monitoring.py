@@ -16,7 +16,7 @@ checked against the password with bcrypt only when the record of the last check
 result is no_log; ``changed`` says whether a certificate was issued now.
 
 Arguments:
-  renew: issue the monitoring host's certificate again now (playbooks/rotate-certs.yml).
+  renew: issue the monitoring host's certificate again now (playbooks/rotate_certs.yml).
   renew_node_exporters: issue every host's node exporter certificate again now.
 """
 
@@ -31,25 +31,34 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.inventory.variables import TaskHosts, build_model
-from clusterforge.pki.certificates import write_file_atomically
-from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
-from clusterforge.pki.hashing import hash_password, verify_password
-from clusterforge.plan.cluster_pki import hash_check_key
-from clusterforge.plan.host_certificates import host_certificate_issuer, issuing_ca_for_task
-from clusterforge.plan.monitoring import (
-    GROUP,
-    PATHS,
-    SERVICE_USER,
-    WEB_HASH_FILE,
-    WEB_PASSWORD_FILE,
-    WEB_SECRETS_DIR_NAME,
-    plan_monitoring,
-    plan_monitoring_user,
-    read_monitoring_inputs,
-)
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError, InventoryError
+    from clusterforge.inventory.variables import TaskHosts, build_model
+    from clusterforge.pki.certificates import write_file_atomically
+    from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+    from clusterforge.pki.hashing import hash_password, verify_password
+    from clusterforge.plan.cluster_pki import hash_check_key
+    from clusterforge.plan.host_certificates import host_certificate_issuer, issuing_ca_for_task
+    from clusterforge.plan.monitoring import (
+        GROUP,
+        PATHS,
+        SERVICE_USER,
+        WEB_HASH_FILE,
+        WEB_PASSWORD_FILE,
+        WEB_SECRETS_DIR_NAME,
+        plan_monitoring,
+        plan_monitoring_user,
+        read_monitoring_inputs,
+    )
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 # bcrypt's cost for the web password: every scrape of a node exporter checks it.
 WEB_HASH_ROUNDS = 10
@@ -112,6 +121,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"renew", "renew_node_exporters"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         try:

@@ -38,11 +38,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.errors import AnsibleActionFail
 from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action import (
     ApiActionBase,
 )
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.plan.restarts import memory_megabytes
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.plan.restarts import memory_megabytes
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 ROOT_PATH = "/"
 MANAGER_PATH = "/_cat/cluster_manager?format=json"
@@ -62,6 +72,7 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"service", "markers", "legacy_markers", "config", "removal"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         args = self._task.args

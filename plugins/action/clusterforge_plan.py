@@ -35,11 +35,11 @@ Arguments:
     the newest successful one (clusterforge.plan.plan.with_restore_snapshot).
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
-    play of every playbook (playbooks/check-inventory.yml) runs it on localhost, before
+    play of every playbook (playbooks/check_inventory.yml) runs it on localhost, before
     any connection; its result holds ``checked``, ``model_warnings`` and ``services``
     (each service host's settings as the services' models validated them, settings file
     included: the result is no_log, as the plan's is).
-  checked_services: the ``services`` of that check, in the same run (check-inventory.yml
+  checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
 
@@ -57,21 +57,30 @@ from typing import Any
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError, InventoryError
-from clusterforge.inventory.reader import inventory_read_problem
-from clusterforge.inventory.variables import TaskHosts, database_vars, model_vars, services_vars
-from clusterforge.plan.model import plain_data
-from clusterforge.plan.monitoring import monitoring_hosts_vars
-from clusterforge.plan.plan import (
-    build_plan,
-    with_observed,
-    with_restarts,
-    with_restore,
-    with_restore_snapshot,
-)
-from clusterforge.plan.services_plan import SERVICES
-from clusterforge.plan.validation import validate_inventory
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError, InventoryError
+    from clusterforge.inventory.reader import inventory_read_problem
+    from clusterforge.inventory.variables import TaskHosts, database_vars, model_vars, services_vars
+    from clusterforge.plan.model import plain_data
+    from clusterforge.plan.monitoring import monitoring_hosts_vars
+    from clusterforge.plan.plan import (
+        build_plan,
+        with_observed,
+        with_restarts,
+        with_restore,
+        with_restore_snapshot,
+    )
+    from clusterforge.plan.services_plan import SERVICES
+    from clusterforge.plan.validation import validate_inventory
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 # Plugins built from this project's folders (source: build) are found relative to the
 # checkout this action belongs to, whichever playbook (site.yml, a molecule verify) runs it.
@@ -97,6 +106,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     )
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         try:
             return self._plan(result, task_vars or {})

@@ -6,7 +6,7 @@ Arguments:
     clusterforge.plan.plan.build_plan), when playbooks/plan.yml planned this run
     (site.yml): the host's settings are copied from it.
   checked: the ``services`` the inventory check of this run returned
-    (playbooks/check-inventory.yml keeps them as ``__clusterforge_checked_services``),
+    (playbooks/check_inventory.yml keeps them as ``__clusterforge_checked_services``),
     for a run without a plan (services.yml alone): the host's settings are copied from
     it, with the order delivery's real password in place of the check's placeholder
     (clusterforge.plan.services_plan.with_search_password).
@@ -41,18 +41,27 @@ from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError
-from clusterforge.inventory.variables import TaskHosts, build_model, database_vars, service_vars
-from clusterforge.plan.model import plain_data
-from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
-from clusterforge.plan.services_database import database_server, with_database_passwords
-from clusterforge.plan.services_plan import (
-    SERVICES,
-    plan_services,
-    service_hosts_variables,
-    with_search_password,
-)
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError
+    from clusterforge.inventory.variables import TaskHosts, build_model, database_vars, service_vars
+    from clusterforge.plan.model import plain_data
+    from clusterforge.plan.orders_search import DISABLED, OrdersSearch, plan_for_cluster
+    from clusterforge.plan.services_database import database_server, with_database_passwords
+    from clusterforge.plan.services_plan import (
+        SERVICES,
+        plan_services,
+        service_hosts_variables,
+        with_search_password,
+    )
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 CLUSTER_GROUP = "opensearch"
 # The services' role defaults are read from the collection this action belongs to (as
@@ -65,6 +74,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"service", "planned", "checked"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         service = self._task.args.get("service")
@@ -128,7 +138,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             [CLUSTER_GROUP], default=Path(task_vars.get("inventory_dir") or Path.cwd())
         )
         if hosts.hosts(CLUSTER_GROUP):
-            cluster, _ = build_model(hosts, CLUSTER_GROUP)
+            cluster, _node_models = build_model(hosts, CLUSTER_GROUP)
         service_hosts = service_vars(hosts, "order_service")
         return plan_for_cluster(
             cluster,

@@ -13,7 +13,7 @@ proxied service's health URL through the proxy) and ``certificate`` (serial, day
 whether it is the user's own). The result is no_log: it carries the key.
 
 Arguments:
-  renew: issue the host's certificate again now (playbooks/rotate-certs.yml).
+  renew: issue the host's certificate again now (playbooks/rotate_certs.yml).
 """
 
 from __future__ import annotations
@@ -22,22 +22,36 @@ from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError
-from clusterforge.plan.host_certificates import (
-    ensure_host_certificate,
-    issuing_ca_for_task,
-    own_host_certificate,
-)
-from clusterforge.plan.tls_proxy import (
-    PROXIED_SERVICES,
-    TlsProxyPlan,
-    plan_tls_proxy,
-    planned_files,
-)
-from clusterforge.schema import load_schema
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError
+    from clusterforge.plan.host_certificates import (
+        ensure_host_certificate,
+        issuing_ca_for_task,
+        own_host_certificate,
+    )
+    from clusterforge.plan.tls_proxy import (
+        PROXIED_SERVICES,
+        TlsProxyPlan,
+        plan_tls_proxy,
+        planned_files,
+    )
+    from clusterforge.schema import load_schema
 
-_PREFIXES = ("tls_proxy_", *(f"{service}_" for service in PROXIED_SERVICES))
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
+
+
+def _prefixes() -> tuple[str, ...]:
+    """The variables the proxy's plan reads: its own and those of the services it fronts."""
+    return ("tls_proxy_", *(f"{service}_" for service in PROXIED_SERVICES))
+
+
 _WILDCARDS = {"", "0.0.0.0", "::"}  # noqa: S104 (names, not a bind)
 
 
@@ -46,6 +60,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"renew"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         host = str(task_vars.get("inventory_hostname"))
@@ -54,7 +69,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         variables = {
             name: self._templar.template(value)
             for name, value in task_vars.items()
-            if name.startswith(_PREFIXES)
+            if name.startswith(_prefixes())
         }
         try:
             task_ca = issuing_ca_for_task(task_vars, self._templar.template)
@@ -117,7 +132,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "service_name": plan.service_name,
             "unit_path": f"/etc/systemd/system/{plan.service_name}.service",
             "ca_bundle_path": plan.ca_bundle_path,
-            # What verifies the proxy from the control node (rotate-certs.yml's wait).
+            # What verifies the proxy from the control node (rotate_certs.yml's wait).
             "ca_bundle_control_path": str(ca_source.pki_dir / "ca-bundle.pem"),
             "own_certificate": certificate.own,
             "urls": plan.urls(reach),

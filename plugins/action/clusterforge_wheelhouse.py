@@ -24,10 +24,19 @@ from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
 
-from clusterforge.errors import ClusterforgeError
-from clusterforge.plan.services_plan import SERVICES
-from clusterforge.plan.wheelhouse import build_wheelhouse
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.errors import ClusterforgeError
+    from clusterforge.plan.services_plan import SERVICES
+    from clusterforge.plan.wheelhouse import build_wheelhouse
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 DEFAULT_CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +46,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset({"service", "project_root"})
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         service = self._task.args.get("service")
         if service not in SERVICES:

@@ -24,17 +24,29 @@ node's file and the plan says so in ``rollout.nodes[host].config_restart``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import wraps
 from pathlib import PurePosixPath
 from typing import Any
 
-from clusterforge.pki.security_config import (
-    SECURITY_CONFIG_TYPES,
-    changed_config_types,
-    merge_unmanaged_users,
-    parse_digest_marker,
-)
-from clusterforge.plan.console import render_console_config
-from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
+from ansible.errors import AnsibleFilterError
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
+
+# Imported inside try: ansible-doc and plugin listings load this file where the library
+# need not be installed; a filter that needs it then fails with the fix when it runs.
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.pki.security_config import (
+        SECURITY_CONFIG_TYPES,
+        changed_config_types,
+        merge_unmanaged_users,
+        parse_digest_marker,
+    )
+    from clusterforge.plan.console import render_console_config
+    from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
 
 
 def clusterforge_changed_types(digests: Mapping[str, str], marker_text: str | None) -> list[str]:
@@ -96,14 +108,26 @@ def clusterforge_file_entries(
     ]
 
 
+def _needing_library(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, failing with the fix when the library could not be imported."""
+
+    @wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleFilterError)
+        return function(*args, **kwargs)
+
+    return checked
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "clusterforge_changed_types": clusterforge_changed_types,
-            "clusterforge_merge_users": clusterforge_merge_users,
-            "clusterforge_config_file": clusterforge_config_file,
-            "clusterforge_installed_plugins": clusterforge_installed_plugins,
-            "clusterforge_plugin_changes": clusterforge_plugin_changes,
-            "clusterforge_console_config": clusterforge_console_config,
+            "clusterforge_changed_types": _needing_library(clusterforge_changed_types),
+            "clusterforge_merge_users": _needing_library(clusterforge_merge_users),
+            "clusterforge_config_file": _needing_library(clusterforge_config_file),
+            "clusterforge_installed_plugins": _needing_library(clusterforge_installed_plugins),
+            "clusterforge_plugin_changes": _needing_library(clusterforge_plugin_changes),
+            "clusterforge_console_config": _needing_library(clusterforge_console_config),
+            # Plain data shaping: no library needed.
             "clusterforge_file_entries": clusterforge_file_entries,
         }

@@ -10,22 +10,11 @@ get the same guarantees as the plan's and the lab's. Lookups run on the control 
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-from ansible.errors import AnsibleLookupError
-from ansible.plugins.lookup import LookupBase
-
-from clusterforge.pki.generated_secrets import (
-    GeneratedSecretError,
-    alphanumeric,
-    read_or_generate,
-    url_safe,
-)
-
 DOCUMENTATION = r"""
 name: clusterforge_generated_secret
 short_description: A secret generated once into a 0600 file on the control node
+version_added: 1.0.0
+author: clusterforge developers (@clusterforge)
 description:
   - Returns the secret stored in each file named; a missing file is generated first, 0600
     in a 0700 directory, and kept. Two concurrent runs agree on one value.
@@ -69,6 +58,28 @@ _raw:
   elements: str
 """
 
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import require_library
+
+# Imported inside try: Ansible imports plugins to list and document them, where the
+# library need not be installed; a run without it fails with the fix (require_library).
+CLUSTERFORGE_IMPORT_ERROR: ImportError | None
+try:
+    from clusterforge.pki.generated_secrets import (
+        GeneratedSecretError,
+        alphanumeric,
+        read_or_generate,
+        url_safe,
+    )
+
+    CLUSTERFORGE_IMPORT_ERROR = None
+except ImportError as error:
+    CLUSTERFORGE_IMPORT_ERROR = error
+
 ALPHABETS = ("alphanumeric", "url_safe")
 MIN_LENGTH = 16
 
@@ -77,6 +88,7 @@ class LookupModule(LookupBase):  # type: ignore[misc]
     def run(
         self, terms: list[Any], variables: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[str]:
+        require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleLookupError)
         alphabet = kwargs.pop("alphabet", "alphanumeric")
         length = kwargs.pop("length", 32)
         fix = str(kwargs.pop("fix", ""))

@@ -14,7 +14,7 @@ description:
   - The plan is read from the C(__clusterforge_plan) variable, the admin password from
     C(opensearch_security_passwords).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   path:
     description:

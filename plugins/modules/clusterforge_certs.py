@@ -7,11 +7,11 @@ module: clusterforge_certs
 short_description: Renew certificates or rotate the CA on the control node
 description:
   - Day-two certificate work (docs/certificates.md). It runs before C(playbooks/plan.yml)
-    in C(playbooks/rotate-certs.yml) and C(playbooks/rotate-ca.yml); the plan that follows
+    in C(playbooks/rotate_certs.yml) and C(playbooks/rotate_ca.yml); the plan that follows
     finds the new files and places them.
   - The CA key never leaves the control node. Use it with C(run_once) and C(delegate_to=localhost).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 extends_documentation_fragment:
   - clusterforge.stack.opensearch_nodes.group
 options:

@@ -20,7 +20,7 @@ description:
   - The calls run on the node through M(clusterforge.stack.clusterforge_api)'s arguments
     (the CA, the admin user).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   config:
     description: The plan's C(cluster_config) section.

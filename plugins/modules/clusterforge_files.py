@@ -18,6 +18,8 @@ description:
     directory, then a rename).
   - Check mode reports what would change and changes nothing; with C(--diff) the content
     changes of files not marked C(secret) are shown, headed by their paths.
+version_added: 1.0.0
+author: clusterforge developers (@clusterforge)
 options:
   accounts:
     description:
@@ -108,18 +110,22 @@ changed_accounts:
   description: The groups and users this task made or changed (C(group NAME),
     C(user NAME)), or would, in check mode.
   type: list
+  returned: always
   elements: str
 changed_paths:
   description: Every path this task changed (or would change, in check mode), in order.
   type: list
+  returned: always
   elements: str
 before:
   description: The content each path of C(read) and each match of C(read_matching) had
     before this task, or null.
   type: dict
+  returned: always; empty without C(read) and C(read_matching)
 existed:
   description: For each path of C(exists), whether it existed before this task.
   type: dict
+  returned: always; empty without C(exists)
 """
 
 import fnmatch

@@ -16,7 +16,7 @@ description:
     name and I(alt_names), or reuses the one issued before while its names, CA and
     validity still fit. The result is marked no_log because it carries the key.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   purpose:
     description: What the certificate serves (its OU and file name), e.g. C(postgresql).
@@ -29,7 +29,7 @@ options:
     elements: str
     default: []
   renew:
-    description: Issue the certificate again now (C(playbooks/rotate-certs.yml)).
+    description: Issue the certificate again now (C(playbooks/rotate_certs.yml)).
     type: bool
     default: false
   bundle_only:

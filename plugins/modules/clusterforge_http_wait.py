@@ -21,6 +21,8 @@ description:
   - No answer (refused, reset, timed out) and an answer in C(retry_status) are asked
     again; any other status fails at once (a wrong password will not get better).
   - Reads only, so it runs in check mode as well.
+version_added: 1.0.0
+author: clusterforge developers (@clusterforge)
 options:
   url:
     description: The URL to GET.
@@ -92,15 +94,19 @@ RETURN = r"""
 status:
   description: The status of the answer that ended the wait.
   type: int
+  returned: always
 json:
   description: That answer's body, when it is JSON.
   type: raw
+  returned: always; null when the body is not JSON
 waited:
   description: Seconds the wait took.
   type: float
+  returned: success
 attempts:
   description: Requests sent.
   type: int
+  returned: always
 """
 
 import json

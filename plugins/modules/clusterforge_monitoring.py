@@ -17,10 +17,10 @@ description:
     and C(node_exporter) every host's exporter key. C(changed) says whether a certificate
     was issued now.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   renew:
-    description: Issue the host's certificate again now (C(playbooks/rotate-certs.yml)).
+    description: Issue the host's certificate again now (C(playbooks/rotate_certs.yml)).
     type: bool
     default: false
   renew_node_exporters:

@@ -16,7 +16,7 @@ description:
     reports no version, as a new node does.
   - The API calls use the CA and the admin user from the plan (C(__clusterforge_plan)).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 extends_documentation_fragment:
   - clusterforge.stack.opensearch_nodes.service
 options:

@@ -21,7 +21,7 @@ description:
   - Use it once per play with C(run_once) and C(delegate_to=localhost);
     C(playbooks/plan.yml) does, and every playbook imports that.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 extends_documentation_fragment:
   - clusterforge.stack.opensearch_nodes.group
 options:
@@ -32,7 +32,7 @@ options:
   security_files:
     description:
       - Whether the plan renders the security plugin's files.
-      - V(false) leaves them out for a playbook that places none (C(rolling-restart.yml)),
+      - V(false) leaves them out for a playbook that places none (C(rolling_restart.yml)),
         since their bcrypt checks are most of a plan's time.
     type: bool
     default: true
@@ -96,10 +96,10 @@ options:
       - Only check the whole inventory
         (C(clusterforge.plan.validation.validate_inventory)), writing, generating and
         fetching nothing. The first play of every playbook
-        (C(playbooks/check-inventory.yml)) does this before any host is contacted.
+        (C(playbooks/check_inventory.yml)) does this before any host is contacted.
       - Its result holds C(services), each service host's settings as the services'
         own models validated them (settings file included, so the result is no_log);
-        C(playbooks/check-inventory.yml) keeps them as C(__clusterforge_checked_services).
+        C(playbooks/check_inventory.yml) keeps them as C(__clusterforge_checked_services).
     type: bool
     default: false
   checked_services:

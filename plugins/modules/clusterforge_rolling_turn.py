@@ -19,7 +19,7 @@ description:
     after O(timeout) seconds, naming the host, what it waited for and where to look.
   - Not for check mode; the calling play skips it there.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 extends_documentation_fragment:
   - clusterforge.stack.opensearch_nodes.service
 options:

@@ -23,7 +23,7 @@ description:
   - For the order service it also decides delivery into the inventory's cluster exactly
     as the plan does, so C(playbooks/services.yml) alone writes what C(site.yml) planned.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   service:
     description: The service.
@@ -40,7 +40,7 @@ options:
   checked:
     description:
       - The C(services) the inventory check of this run returned
-        (C(__clusterforge_checked_services), kept by C(playbooks/check-inventory.yml)).
+        (C(__clusterforge_checked_services), kept by C(playbooks/check_inventory.yml)).
     type: dict
 """
 

@@ -15,10 +15,10 @@ description:
   - Fails, naming the variable, when a proxied service binds off loopback or shares a
     port. The result is marked no_log because C(files) holds the key.
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   renew:
-    description: Issue the host's certificate again now (C(playbooks/rotate-certs.yml)).
+    description: Issue the host's certificate again now (C(playbooks/rotate_certs.yml)).
     type: bool
     default: false
 """

@@ -11,7 +11,7 @@ description:
     C(pyproject.toml) and C(src/) only, so an edit elsewhere rebuilds nothing.
   - Changed only when it was built now. Run it with C(run_once) and C(delegate_to=localhost).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 options:
   service:
     description: The service whose project is built.

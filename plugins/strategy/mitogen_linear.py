@@ -49,30 +49,6 @@ installed this plugin is plain ``linear`` and says so once.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import sys
-import tempfile
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
-
-from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModule
-
-try:
-    from ansible_mitogen.plugins.strategy.mitogen_linear import (
-        StrategyModule as MitogenStrategyModule,
-    )
-except ImportError as error:  # Mitogen missing: run as linear rather than not at all
-    from ansible.utils.display import Display
-
-    Display().warning(
-        f"Mitogen is not importable ({error}); running with the linear strategy. "
-        "Install the pinned mitogen (scripts/lib/venv.sh does) or set ANSIBLE_STRATEGY=linear."
-    )
-    MitogenStrategyModule = LinearStrategyModule
-
 # Read by ansible-doc (ansible-doc -t strategy clusterforge.stack.mitogen_linear); the
 # docstring above keeps the measurements behind each choice.
 DOCUMENTATION = r"""
@@ -100,8 +76,34 @@ notes:
     C(known_hosts) before the first run.
   - Needs the C(mitogen) distribution pinned in the project's C(pyproject.toml).
 version_added: 1.0.0
-author: clusterforge developers
+author: clusterforge developers (@clusterforge)
 """
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModule
+from ansible.utils.display import Display
+
+# Mitogen missing: run as linear rather than not at all, and say so when a run uses this
+# strategy (StrategyModule below), not when the plugin is merely imported: ansible-doc,
+# ansible-test's import check and plugin listings load it without running a play.
+MITOGEN_IMPORT_ERROR: ImportError | None
+try:
+    from ansible_mitogen.plugins.strategy.mitogen_linear import (
+        StrategyModule as MitogenStrategyModule,
+    )
+
+    MITOGEN_IMPORT_ERROR = None
+except ImportError as error:
+    MITOGEN_IMPORT_ERROR = error
+    MitogenStrategyModule = LinearStrategyModule
 
 CONTROL_NODE_NAMES = frozenset({"localhost", "127.0.0.1"})
 
@@ -135,7 +137,8 @@ def _leave_cpus_to_the_scheduler() -> None:
         from ansible_mitogen import affinity
     except ImportError:
         return
-    if type(affinity.policy) is not affinity.Policy:
+    # Exactly the base policy: its subclasses are the pinning ones this replaces.
+    if affinity.policy.__class__ is not affinity.Policy:
         affinity.policy = affinity.Policy()
 
 
@@ -231,6 +234,15 @@ def _remember_module_scans() -> None:
 
 
 class StrategyModule(MitogenStrategyModule):  # type: ignore[misc,valid-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if MITOGEN_IMPORT_ERROR is not None:
+            Display().warning(
+                f"Mitogen is not importable ({MITOGEN_IMPORT_ERROR}); running with the linear "
+                "strategy. Install the pinned mitogen (scripts/lib/venv.sh does) or set "
+                "ANSIBLE_STRATEGY=linear.",
+            )
+
     def run(self, iterator: Any, play_context: Any, *args: Any, **kwargs: Any) -> Any:
         _list_collections_once()
         _leave_cpus_to_the_scheduler()

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts: makes sure .venv exists and holds this checkout's pinned
 # dependencies: the toolkit with its dev extra, the two services (projects of their own
 # under services/) with what their tests need, and the kit both depend on (services/kit).
@@ -32,7 +33,7 @@ ensure_venv() {
         # --no-compile: pip would byte-compile every file it installs, most of them in
         # the ansible package's 93 collections, which no run imports (54 s against 11 s
         # for that package alone here). What runs do import is compiled below instead.
-        "$VENV/bin/pip" install --quiet --no-compile -e "$REPO[dev]"
+        "$VENV/bin/pip" install --quiet --no-compile -e "${REPO}[dev]"
         # A second pip run: upgrading a toolkit that still carried the services' console
         # scripts removes those scripts, so the services must be installed after it.
         # The kit in the same run: the services pin clusterforge-service-kit, which no

@@ -53,7 +53,7 @@ class DirectoryHost:
 
     @classmethod
     def parse(cls, text: str) -> DirectoryHost:
-        host, _, port = text.rpartition(":")
+        host, _separator, port = text.rpartition(":")
         return cls(host.strip("[]"), int(port))
 
     def __str__(self) -> str:
@@ -199,7 +199,7 @@ def check_bind(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--host", action="append", required=True, help="host:port, repeatable")
     parser.add_argument("--tls", choices=("ldaps", "starttls"), required=True)
     parser.add_argument("--ca", required=True, help="the directory's CA certificate (PEM)")

@@ -48,12 +48,18 @@ class InventoryReader:
         self.directory = inventory if inventory.is_dir() else inventory.parent
 
     def _use_vault_password_file(self, vault_password_file: Path) -> None:
-        from ansible.parsing.vault import VaultSecretsContext, get_file_vault_secret
+        from ansible.parsing.vault import get_file_vault_secret
 
         secret = get_file_vault_secret(filename=str(vault_password_file), loader=self._loader)
         secret.load()
         secrets = [("default", secret)]
         self._loader.set_vault_secrets(secrets)
+        try:
+            from ansible.parsing.vault import VaultSecretsContext
+        except ImportError:
+            # ansible-core before 2.19 (meta/runtime.yml claims 2.17): a !vault value
+            # decrypts through the loader's secrets, set above; there is no other context.
+            return
         # Values tagged !vault inside plain files are decrypted through Ansible's one
         # process-wide context; it can be set once per process (as ansible's own CLI
         # does), so a second reader in the same process keeps the first one's secrets.

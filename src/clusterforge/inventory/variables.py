@@ -91,7 +91,7 @@ def read_inventory(
     addresses = {
         host: str(address)
         for hosts in services.values()
-        for host, _ in hosts
+        for host, _variables in hosts
         if (address := reader.variables(host, _is_address).get("ansible_host"))
     }
     return InventoryVars(

@@ -105,14 +105,14 @@ class Backend:
     def check(self) -> None:
         """Reach the cluster as the console user and make sure the console index exists."""
         try:
-            status, _ = self.request("GET", "/", self.own_authorization())
+            status, _body = self.request("GET", "/", self.own_authorization())
             if status != 200:
                 self.state, self.message = (
                     "red",
                     f"the cluster answered {status} to the console user",
                 )
                 return
-            status, _ = self.request("HEAD", f"/{CONSOLE_INDEX}", self.own_authorization())
+            status, _body = self.request("HEAD", f"/{CONSOLE_INDEX}", self.own_authorization())
             if status == 404:
                 body = json.dumps({"aliases": {CONSOLE_ALIAS: {}}}).encode()
                 status, answer = self.request(
@@ -141,7 +141,7 @@ def make_handler(settings: dict[str, Any], backend: Backend) -> type[BaseHTTPReq
                     self.reply(401, {"statusCode": 401, "error": "Unauthorized"})
                     return
                 try:
-                    status, _ = backend.request(
+                    status, _body = backend.request(
                         "GET", "/_plugins/_security/authinfo", authorization
                     )
                 except OSError:

@@ -91,7 +91,7 @@ def host_debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str | None:
         for stanza in path.read_text(errors="replace").split("\n\n"):
             fields = dict(
                 (key.strip().lower(), value.strip())
-                for key, _, value in (
+                for key, _separator, value in (
                     line.partition(":") for line in stanza.splitlines() if ":" in line
                 )
                 if not key.startswith("#")

@@ -189,7 +189,7 @@ def rotate_ca(
     if leaves_signed_by_previous:
         raise CaRotationOrderError(
             f"{CA_ROTATION_VARIABLE}=finish: {', '.join(leaves_signed_by_previous)} still "
-            "signed by the old CA; rerun playbooks/rotate-ca.yml with "
+            "signed by the old CA; rerun playbooks/rotate_ca.yml with "
             f"{CA_ROTATION_VARIABLE}=reissue first"
         )
     previous = load_certificate(directory / CA_PREVIOUS_CERT_FILE)
@@ -271,6 +271,6 @@ def _order_message(step: str, state: str) -> str:
     ]
     return (
         f"{CA_ROTATION_VARIABLE}={step} cannot run now: the last step was {last}. The steps "
-        f"run in the order trust, reissue, finish; run playbooks/rotate-ca.yml with "
+        f"run in the order trust, reissue, finish; run playbooks/rotate_ca.yml with "
         f"-e {CA_ROTATION_VARIABLE}={following} next"
     )

@@ -60,7 +60,7 @@ def url_safe(entropy_bytes: int = DEFAULT_BYTES) -> Callable[[], str]:
 def alphanumeric(length: int = 32) -> Callable[[], str]:
     """A generator of letters and digits only: for a value that must survive any quoting,
     such as a password inside a database URL."""
-    return lambda: "".join(secrets.choice(_ALPHANUMERIC) for _ in range(length))
+    return lambda: "".join(secrets.choice(_ALPHANUMERIC) for _position in range(length))
 
 
 def read_or_generate(

@@ -225,8 +225,8 @@ def _ensure_leaf_certificate(
         renew_within_days=renew_within_days,
     )
     if force and not reasons:
-        # playbooks/rotate-certs.yml: a new key and serial now, whatever the expiry.
-        reasons = ["renewal forced (rotate-certs)"]
+        # playbooks/rotate_certs.yml: a new key and serial now, whatever the expiry.
+        reasons = ["renewal forced (rotate_certs)"]
     if reasons:
         directory.mkdir(mode=0o755, parents=True, exist_ok=True)
         key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)

@@ -110,7 +110,7 @@ __all__ = [
 
 
 def _parse_node(spec: str) -> tuple[str, list[str]]:
-    name, _, alt_names = spec.partition(":")
+    name, _separator, alt_names = spec.partition(":")
     entries = [entry.strip() for entry in alt_names.split(",") if entry.strip()]
     return name.strip(), [name.strip(), *entries]
 
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else ca_passphrase_from_environment()
         )
         nodes = [_parse_node(spec) for spec in args.node]
-        names = [name for name, _ in nodes]
+        names = [name for name, _address in nodes]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         admin_file = _file_name_for(args.admin_cn)
         if duplicates or admin_file in names:

@@ -305,7 +305,7 @@ def _tls_probe_failed(a: Alerting) -> dict[str, Any]:
         runbook=(
             "Run `scripts/status`; restart the endpoint with `ansible-playbook "
             "playbooks/site.yml`; a certificate that does not verify is replaced by "
-            "`ansible-playbook playbooks/rotate-certs.yml`."
+            "`ansible-playbook playbooks/rotate_certs.yml`."
         ),
     )
 
@@ -388,7 +388,7 @@ def _certificate_expiring(a: Alerting) -> dict[str, Any]:
             f"{a.cert_expiry_days} days (monitoring_alert_cert_expiry_days)."
         ),
         runbook=(
-            "Renew it: `ansible-playbook playbooks/rotate-certs.yml` (no restart; the "
+            "Renew it: `ansible-playbook playbooks/rotate_certs.yml` (no restart; the "
             "nodes reload their certificates)."
         ),
     )

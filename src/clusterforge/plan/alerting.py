@@ -124,7 +124,7 @@ def build_alerting(
     ``engine_settings``: the engine's settings the watermarks may be set in, weakest first
     (``opensearch_extra_settings``, then ``opensearch_cluster_settings``; nested or dotted).
     ``cert_renew_within_days``: ``opensearch_cert_renew_within_days``; an expiry alert
-    that fires before rotate-certs.yml would renew is refused.
+    that fires before rotate_certs.yml would renew is refused.
     ``rules_base_dir``: where relative ``monitoring_rules_files`` paths start (the
     inventory's directory). ``snapshots_scheduled``: the cluster takes snapshots on a
     schedule; without one, and without monitoring_alert_snapshot_max_age given, there is
@@ -201,7 +201,7 @@ def _check_expiry(
         problems.append(
             f"monitoring_alert_cert_expiry_days {expiry_days} exceeds "
             f"opensearch_cert_renew_within_days {cert_renew_within_days}: the alert would "
-            "fire for certificates playbooks/rotate-certs.yml does not renew yet; set "
+            "fire for certificates playbooks/rotate_certs.yml does not renew yet; set "
             f"monitoring_alert_cert_expiry_days to {cert_renew_within_days} or less, or "
             f"raise opensearch_cert_renew_within_days to {expiry_days}"
         )

@@ -402,7 +402,7 @@ def _template_overlaps(
     ]
     problems: list[str] = []
     for index, (name, priority, patterns, is_declared) in enumerate(templates):
-        for other, other_priority, other_patterns, _ in templates[index + 1 :]:
+        for other, other_priority, other_patterns, _other_body in templates[index + 1 :]:
             if priority != other_priority or not is_declared:
                 continue
             clash = [

@@ -148,7 +148,7 @@ def ensure_cluster_pki(
     A certificate is issued again when it falls within the renewal window
     (``opensearch_cert_renew_within_days``), no longer matches the inventory, or was not
     signed by the issuing CA (a CA rotation's reissue step); ``renew_all``
-    (playbooks/rotate-certs.yml) issues every node and admin certificate again now.
+    (playbooks/rotate_certs.yml) issues every node and admin certificate again now.
     """
     pki_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     security = cluster.security
@@ -225,7 +225,7 @@ def rotate_cluster_ca(
     cluster: Cluster, *, pki_dir: Path, passphrase: bytes | None, step: str
 ) -> str:
     """One step of a CA rotation for this cluster (trust, reissue, finish); one line back."""
-    user_ca_cert, _ = _user_ca(cluster)
+    user_ca_cert, _user_ca_key = _user_ca(cluster)
     if user_ca_cert is not None:
         raise PkiError(
             "the cluster uses your own CA (opensearch_ca_cert_path); clusterforge rotates "

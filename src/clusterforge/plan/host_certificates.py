@@ -229,7 +229,7 @@ def ensure_host_certificate(
     """Issue (or reuse) ``host``'s certificate for ``purpose`` under the cluster's CA.
 
     It is issued again when its names change, it nears its end
-    (``opensearch_cert_renew_within_days``), the CA changed, or ``renew`` (rotate-certs.yml).
+    (``opensearch_cert_renew_within_days``), the CA changed, or ``renew`` (rotate_certs.yml).
     """
     if purpose not in PURPOSES:
         raise PkiError(f"no host certificate purpose {purpose!r}; use one of {sorted(PURPOSES)}")

@@ -43,11 +43,11 @@ def is_service_variable(name: str) -> bool:
 class HostSource(Protocol):
     """Where host variables come from: an inventory on disk, or a task's variables."""
 
-    def hosts(self, group: str) -> list[str]: ...
+    def hosts(self, group: str) -> list[str]:
+        """The inventory names of ``group``'s hosts."""
 
     def variables(self, host: str, wanted: Callable[[str], bool]) -> dict[str, Any]:
         """``host``'s variables whose names are ``wanted``, templated."""
-        ...
 
 
 class TaskHosts:

@@ -417,7 +417,7 @@ def plan_monitoring(
         "expected_nodes": len(cluster.nodes),
         "targets": {
             "opensearch": [target.inventory_name for target in targets],
-            "node": [host for host, _ in node_exporters],
+            "node": [host for host, _variables in node_exporters],
             "tls_expiry": len(targets) * 2 + len(services),
             "services": [f"{endpoint.service}@{endpoint.host}" for endpoint in services],
         },

@@ -147,7 +147,7 @@ def _exporter_hosts(source: Any) -> list[tuple[str, str]]:
         for name in map(str, source.hosts(group)):
             if group == "opensearch" and _being_removed(source, name):
                 continue
-            if name not in {known for known, _ in exporter_hosts}:
+            if name not in {known for known, _address in exporter_hosts}:
                 exporter_hosts.append((name, _exporter_address(source, name)))
     return exporter_hosts
 

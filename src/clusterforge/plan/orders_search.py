@@ -206,7 +206,7 @@ def _shared_value(
     service_hosts: Sequence[tuple[str, Mapping[str, Any]]], name: str, problems: list[str]
 ) -> Any:
     """A variable that must be equal on every order_service host (one user, one password)."""
-    values = [variables.get(name) for _, variables in service_hosts]
+    values = [variables.get(name) for _host, variables in service_hosts]
     if any(value != values[0] for value in values[1:]):
         problems.append(
             f"{name} differs between the order_service hosts; the cluster has one user for "

@@ -119,7 +119,7 @@ def build_plan(
     settings, the cluster's objects, the snapshot policy) is used as it is.
 
     ``security_files=False`` leaves out the security files (``security`` then says so),
-    for a playbook that places none (rolling-restart.yml): they need the users' hashes,
+    for a playbook that places none (rolling_restart.yml): they need the users' hashes,
     and each kept hash without a matching check record costs a bcrypt check.
 
     ``fetch=False`` leaves the archives alone (``scripts/render`` reviews files; it does

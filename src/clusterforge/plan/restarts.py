@@ -40,7 +40,7 @@ def memory_megabytes(meminfo: str | None) -> int | None:
     """MemTotal of a host's /proc/meminfo in MB (as Ansible's memtotal_mb), or None; the
     look at the nodes (clusterforge_observe) reports it for :func:`plan_rollout`."""
     for line in (meminfo or "").splitlines():
-        name, _, value = line.partition(":")
+        name, _separator, value = line.partition(":")
         fields = value.split()
         if name == "MemTotal" and fields and fields[0].isdigit():
             return int(fields[0]) // 1024

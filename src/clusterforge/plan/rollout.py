@@ -376,7 +376,7 @@ def awareness_pause(
     pause = bool(still_zoned) and not zones_planned
     lifted_by = None
     if pause:
-        lifted_by = "removal" if any(True for _ in removing) else "restarts"
+        lifted_by = "removal" if any(True for _removed in removing) else "restarts"
     return {
         "pause": pause,
         "zoned": still_zoned,

@@ -519,7 +519,8 @@ class _Planner(Protocol):
         *,
         search: OrdersSearch | None = None,
         database: DatabaseServer | None = None,
-    ) -> PlannedServiceSettings | None: ...
+    ) -> PlannedServiceSettings | None:
+        """The host's planned settings, or None with the reasons added to ``problems``."""
 
 
 @dataclass(frozen=True)
@@ -643,7 +644,9 @@ def plan_services_section(
     """Every service host's settings: ``{host: {service: planned}}``
     (:meth:`PlannedServiceSettings.as_dict`; ``content``, the settings file with its
     secrets, only ``with_secrets``)."""
-    hosts_by_group = {group: [host for host, _ in hosts] for group, hosts in services_vars.items()}
+    hosts_by_group = {
+        group: [host for host, _variables in hosts] for group, hosts in services_vars.items()
+    }
     if not any(hosts_by_group.values()):
         return {}
     hostvars: dict[str, dict[str, Any]] = {}
@@ -675,7 +678,9 @@ def section_covers(
 ) -> bool:
     """Whether ``section`` (a services section with secrets) holds exactly the settings
     of the hosts of ``services_vars``, each with its file's ``content``."""
-    wanted = {(host, service) for service, hosts in services_vars.items() for host, _ in hosts}
+    wanted = {
+        (host, service) for service, hosts in services_vars.items() for host, _variables in hosts
+    }
     held = {(host, service) for host, by_service in section.items() for service in by_service}
     return held == wanted and all(
         isinstance(settings, Mapping) and "content" in settings

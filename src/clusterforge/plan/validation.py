@@ -1,6 +1,6 @@
 """One function decides whether an inventory is good: :func:`validate_inventory`.
 
-The first play of every playbook (playbooks/check-inventory.yml) runs it before any host
+The first play of every playbook (playbooks/check_inventory.yml) runs it before any host
 is contacted, :func:`clusterforge.plan.plan.build_plan` runs it first (and goes on from
 what it planned: nothing is planned twice), and ``scripts/render`` runs it through
 ``build_plan``.
@@ -107,7 +107,7 @@ def validate_inventory(
 ) -> ValidatedInventory:
     """Check the whole inventory on the control node, writing and fetching nothing.
 
-    The first play of every playbook (playbooks/check-inventory.yml) runs this before
+    The first play of every playbook (playbooks/check_inventory.yml) runs this before
     any host is contacted, :func:`clusterforge.plan.plan.build_plan` runs it before it
     issues a certificate, and ``scripts/render`` runs it through ``build_plan``: one
     function decides whether an inventory is good. It checks the cluster model, the order
@@ -123,7 +123,7 @@ def validate_inventory(
     it nothing is written and they are checked with a placeholder.
 
     ``checked_services`` is the ``services`` an earlier check of the same run returned
-    (playbooks/check-inventory.yml keeps it for playbooks/plan.yml): when it holds every
+    (playbooks/check_inventory.yml keeps it for playbooks/plan.yml): when it holds every
     service host of ``services_vars``, the services' settings are not validated again,
     only given the delivery's real password
     (:func:`clusterforge.plan.services_plan.with_search_password`), so a ``site.yml`` run
@@ -319,7 +319,7 @@ def _missing_local_files(cluster: Cluster) -> list[str]:
         )
     missing.extend(
         f"{variable}: {path!r} is not a file on the control node; fix its path"
-        for _, path, variable in _plugin_zips(cluster)
+        for _plugin, path, variable in _plugin_zips(cluster)
         if not Path(path).is_file()
     )
     security = cluster.security

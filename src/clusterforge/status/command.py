@@ -254,7 +254,9 @@ class _UsageError(ClusterforgeError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/status", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="scripts/status", description=__doc__.split("\n", maxsplit=1)[0]
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--lab-json", type=Path, help=f"a lab.json (default: {DEFAULT_LAB_JSON} when it exists)"

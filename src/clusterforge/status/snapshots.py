@@ -64,7 +64,7 @@ def next_elapse(calendar: str, period_seconds: int, now: datetime) -> datetime |
         )
         from clusterforge.plan.snapshot_schedule import parse_calendar_output
 
-        _, elapses = parse_calendar_output(result.stdout)
+        _calendar, elapses = parse_calendar_output(result.stdout)
         if result.returncode == 0 and elapses:
             return elapses[0]
     if period_seconds > 0:
@@ -100,7 +100,7 @@ def snapshot_status(
     if not scheduled:
         return None, []
     scheduled.sort(key=lambda item: int(item[1].get("start_time_in_millis") or 0))
-    repository, _, schedule = scheduled[-1]
+    repository, _separator, schedule = scheduled[-1]
     if declared is None:
         schedule = {"calendar": "none declared", "allowed_age_seconds": 0}
     elif declared != UNKNOWN and isinstance(declared, Mapping):

@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, required=True, help="the JSON-lines file")
     parser.add_argument("--token-file", type=Path, help="a file holding the bearer token")
     args = parser.parse_args(argv)
-    host, _, port = str(args.listen).rpartition(":")
+    host, _separator, port = str(args.listen).rpartition(":")
     try:
         server = serve(host, int(port), log_path=args.log, token_file=args.token_file)
     except (ValueError, OSError) as error:

@@ -400,7 +400,7 @@ def serving_receiver(listen: str, *, log: Path, token_file: Path | None) -> Iter
     """The webhook receiver (clusterforge.testing.alert_receiver) in this process, on
     ``listen`` (a loopback host:port; port 0 takes a free one), for the time of the
     block, which gets its base URL."""
-    host, _, port = listen.rpartition(":")
+    host, _separator, port = listen.rpartition(":")
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     log.touch(mode=0o600, exist_ok=True)
     server = serve(host, int(port), log_path=log, token_file=token_file)

@@ -57,7 +57,7 @@ def _tls(host: str, port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
 
 def check_tls12_aead(host: str, port: int, ca: str) -> dict[str, Any]:
     with _tls(host, port, _context(ca, tls12_only=True)) as connection:
-        name, version, _ = connection.cipher() or ("", "", 0)
+        name, version, _secret_bits = connection.cipher() or ("", "", 0)
     aead = any(part in name for part in ("GCM", "CHACHA20"))
     return {"ok": version == "TLSv1.2" and name.startswith("ECDHE") and aead, "seen": name}
 
@@ -145,7 +145,7 @@ def probe(url: str, ca: str, *, slow_limit: float) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--ca", required=True, help="the CA bundle that verifies the endpoints")
     parser.add_argument("--slow-limit", type=float, default=30.0)
     parser.add_argument("urls", nargs="+", help="https://host:port of each endpoint")

@@ -138,7 +138,7 @@ def run_load(lab_json: Path, seconds: float, stop: threading.Event | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--lab-json", type=Path, required=True)
     parser.add_argument("--seconds", type=float, required=True)
     arguments = parser.parse_args(argv)

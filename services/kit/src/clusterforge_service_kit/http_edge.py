@@ -72,7 +72,7 @@ class EdgeLimits:
 
 def find_edge_limits(app: Any) -> EdgeLimits:
     """The limits of the first app in uvicorn's chain of wrappers that carries some."""
-    for _ in range(16):  # a handful of wrappers at most; the bound only guards a cycle
+    for _unwrapping in range(16):  # a handful of wrappers at most; the bound only guards a cycle
         if app is None:
             break
         limits = getattr(getattr(app, "state", None), "http_edge", None)

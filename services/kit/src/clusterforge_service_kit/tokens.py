@@ -51,7 +51,7 @@ class BearerTokens:
         Every token is compared, in constant time, so the time taken tells nothing
         about which token was close.
         """
-        scheme, _, token = authorization.partition(b" ")
+        scheme, _separator, token = authorization.partition(b" ")
         token = token.strip()
         if scheme.lower() != b"bearer" or not token:
             return False

@@ -350,7 +350,7 @@ class DeliveryWorker:
                 return None
             self._last_batch_at = time.monotonic()
             count = min(len(self._queue), self._batch_size)
-            return [self._queue.popleft() for _ in range(count)]
+            return [self._queue.popleft() for _taken in range(count)]
 
     def _run(self) -> None:
         while True:

@@ -197,7 +197,7 @@ def _fast_sqlite_datetime(general: Callable[[Any], Any]) -> Callable[[Any], Any]
     """
 
     def process(value: Any) -> Any:
-        if type(value) is datetime and value.tzinfo is None:
+        if value.__class__ is datetime and value.tzinfo is None:
             return value.isoformat(" ", "microseconds")
         return general(value)
 

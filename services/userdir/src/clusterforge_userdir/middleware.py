@@ -79,7 +79,7 @@ def _client_gone(error: BaseException) -> bool:
     from starlette.requests import ClientDisconnect
 
     seen: BaseException | None = error
-    for _ in range(4):
+    for _unwrapping in range(4):
         if seen is None:
             return False
         if isinstance(seen, ClientDisconnect | ConnectionError):
