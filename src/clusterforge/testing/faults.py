@@ -240,6 +240,13 @@ def crash_all(containers: Sequence[str], service: str = "opensearch") -> None:
             raise FaultError(f"SIGKILL of {service} in {container} failed: {stderr.strip()}")
 
 
+def cancel_restarts(containers: Sequence[str], service: str = "opensearch") -> None:
+    """Cancel the unit's pending automatic restart of a killed engine (Restart=on-failure):
+    ``systemctl stop`` of a unit whose processes are already dead stops nothing."""
+    for container in containers:
+        _run(["docker", "exec", container, "systemctl", "stop", service], timeout=120)
+
+
 def start_all(containers: Sequence[str], service: str = "opensearch") -> None:
     for container in containers:
         _run(["docker", "exec", container, "systemctl", "start", service], timeout=300)
