@@ -833,7 +833,8 @@ def parse_faults(text: str) -> list[str]:
 
 TABLE_HEADER = (
     "| fault | target | acked writes | failed writes | failed reads | lost | copies differ "
-    "| new manager (s, from the fault) | green (s, from the heal) | alerts (from the fault) | checks | result |"
+    "| new manager (s, from the fault) | green (s, from the heal) "
+    "| alerts (from the fault) | checks | result |"
 )
 
 
