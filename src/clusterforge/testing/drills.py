@@ -443,7 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--table", type=Path, help="with --faults: also write the Markdown table to this file"
     )
-    parser.add_argument("drills", nargs="*", default=list(DRILLS), choices=list(DRILLS))
+    # Checked below, not with choices=: Python 3.11's argparse checks an empty or default
+    # list against the choices as one value, and refuses it. None named: all of them.
+    parser.add_argument("drills", nargs="*", metavar="{" + ",".join(DRILLS) + "}")
     args = parser.parse_args(argv)
     if args.faults is not None:
         try:
@@ -459,7 +461,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         repo=args.repo.resolve(),
         status=not args.no_status,
     )
-    names = list(dict.fromkeys(args.drills))
+    unknown = [name for name in args.drills if name not in DRILLS]
+    if unknown:
+        parser.error(f"unknown drill(s) {', '.join(unknown)}; choose from {', '.join(DRILLS)}")
+    names = list(dict.fromkeys(args.drills or DRILLS))
     if not args.serve_receiver:
         return 1 if run_drills(lab, names, parallel=args.parallel) else 0
     try:
