@@ -58,7 +58,7 @@ def test_alerts_settle_once_the_expected_fired_and_everything_resolved(tmp_path:
     assert not settled()
     _log(log, [("2026-01-01T00:01:30+00:00", "OpenSearchClusterYellow", "firing")])
     _log(log, [("2026-01-01T00:02:00+00:00", "OpenSearchNodesMissing", "resolved")])
-    assert not settled(), "the yellow alert has not resolved"
+    assert settled(), "an alert the drill does not expect is reported, not waited for"
     _log(log, [("2026-01-01T00:03:00+00:00", "OpenSearchClusterYellow", "resolved")])
     assert settled()
     started = 1767225600.0  # 2026-01-01T00:00:00Z

@@ -86,7 +86,7 @@ def wait_until(what: str, check: Callable[[], Any], *, timeout: float, every: fl
     """``check()``'s first truthy answer within ``timeout`` s; errors count as not yet."""
     deadline = time.monotonic() + timeout
     while True:
-        with suppress(OpenSearchException, OSError, ValueError, KeyError):
+        with suppress(OpenSearchException, OSError, ValueError, KeyError, DrillStepError):
             answer = check()
             if answer:
                 return answer
@@ -321,16 +321,17 @@ def received_alerts(lab: DrillLab, offset: int) -> list[tuple[float, str, str]]:
 
 
 def alerts_settled(lab: DrillLab, offset: int, expected: Sequence[str]) -> Callable[[], bool]:
-    """True once every expected alert arrived firing and then resolved, and every alert
-    that fired since ``offset`` has resolved."""
+    """True once every expected alert arrived firing and then resolved after ``offset``.
+    Other alerts are reported, not waited for: one the lab raises for its own reasons
+    (no snapshot within the lab's 10 minutes, say) must not hold every drill."""
 
     def settled() -> bool:
         states: dict[str, list[str]] = {}
         for _, name, status in received_alerts(lab, offset):
             states.setdefault(name, []).append(status)
-        if any("firing" not in states.get(name, []) for name in expected):
-            return False
-        return all(statuses[-1] == "resolved" for statuses in states.values())
+        return all(
+            "firing" in states.get(name, []) and states[name][-1] == "resolved" for name in expected
+        )
 
     return settled
 
