@@ -263,14 +263,15 @@ INFO_INTERVAL_SETTING = "cluster.info.update.interval"
 def full_disk_settings(free_bytes: int, *, margin_mb: int = 1024) -> dict[str, str]:
     """Transient settings under which a node with ``free_bytes`` free is past every
     watermark: each an absolute free-space value above what it has (low above high above
-    flood stage, as the engine requires), and disk usage read every 5 s."""
+    flood stage, as the engine requires), and disk usage read every 10 s (the engine's shortest)."""
     free_mb = free_bytes // (1024 * 1024)
     flood = free_mb + margin_mb
     return {
         WATERMARK_SETTINGS[0]: f"{flood + 2 * margin_mb}mb",
         WATERMARK_SETTINGS[1]: f"{flood + margin_mb}mb",
         WATERMARK_SETTINGS[2]: f"{flood}mb",
-        INFO_INTERVAL_SETTING: "5s",
+        # The engine's floor for it.
+        INFO_INTERVAL_SETTING: "10s",
     }
 
 

@@ -340,7 +340,10 @@ def alert_summary(lab: DrillLab, offset: int, started: float) -> list[str]:
     """``Name fired +Ns, resolved +Ms`` per alert, times from the fault."""
     summary: dict[str, dict[str, float]] = {}
     for received, name, status in received_alerts(lab, offset):
-        summary.setdefault(name, {}).setdefault(status, received - started)
+        times = summary.setdefault(name, {})
+        # A resolution counts after the alert fired (an earlier one closes an older firing).
+        if status == "firing" or "firing" in times:
+            times.setdefault(status, received - started)
     return [
         f"{name} fired +{times['firing']:.0f}s"
         + (f", resolved +{times['resolved']:.0f}s" if "resolved" in times else ", not resolved")
