@@ -702,11 +702,25 @@ def _playbook(lab: DrillLab, playbook: str, *extra: str) -> subprocess.Popen[str
     )
 
 
-def _kill_group(process: subprocess.Popen[Any]) -> None:
-    """SIGKILL the playbook and everything it started: the controller dying."""
+def _kill_group(process: subprocess.Popen[Any], inventory: Path | None = None) -> None:
+    """SIGKILL the playbook and everything it started: the controller dying. With mitogen
+    the connection multiplexer, forked by ansible-playbook, runs in a session of its own
+    (measured: it outlived the group's kill), so the ansible-playbook processes on this
+    lab's inventory are killed by their pids as well."""
     with suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=60)
+    if inventory is None:
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError):
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            if any(word.endswith(b"ansible-playbook") for word in words[:2]) and (
+                str(inventory).encode() in words
+            ):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _persistent(lab: DrillLab) -> dict[str, Any]:
@@ -741,7 +755,7 @@ def drill_kill_rolling_restart(context: DrillContext) -> None:
         wait_until("a node down with allocation held", node_down_with_allocation_held, timeout=900)
     finally:
         context.step("SIGKILL of ansible-playbook")
-        _kill_group(process)
+        _kill_group(process, lab.repo / "inventories" / "lab")
     status = _status_output(lab)
     named = "cluster.routing.allocation.enable" in status and ROLLING_RESTART_PLAYBOOK in status
     context.result.checks["scripts/status names what was left and how to finish"] = named
@@ -799,7 +813,7 @@ def drill_kill_scale_in(context: DrillContext) -> None:
     finally:
         pids = _playbook_pids(process.pid)
         context.step(f"SIGKILL of ansible-playbook {pids} and the run around it")
-        _kill_group(process)
+        _kill_group(process, lab.repo / "inventories" / "lab")
     left = {k: v for k, v in _persistent(lab).items() if "exclude" in k}
     context.step(f"left behind: {left}")
     status = _status_output(lab)
