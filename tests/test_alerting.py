@@ -244,6 +244,31 @@ def cases(a: Alerting, nodes: int, samples: int, now: int) -> list[Case]:
             a.target_down_for,
         ),
         Case(
+            "OpenSearchIndicesReadOnly",
+            [
+                (
+                    series(
+                        "elasticsearch_indices_settings_stats_read_only_indices",
+                        job="opensearch",
+                        instance="n1:9114",
+                    ),
+                    constant(2, samples),
+                )
+            ],
+            [
+                (
+                    series(
+                        "elasticsearch_indices_settings_stats_read_only_indices",
+                        job="opensearch",
+                        instance="n1:9114",
+                    ),
+                    constant(0, samples),
+                )
+            ],
+            {"job": "opensearch"},
+            a.disk_for,
+        ),
+        Case(
             "TargetDown",
             [(series("up", job="node", instance="n1:9100"), constant(0, samples))],
             [(series("up", job="node", instance="n1:9100"), constant(1, samples))],

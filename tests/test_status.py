@@ -547,3 +547,33 @@ def test_a_service_behind_the_tls_proxy_is_checked_over_https_where_the_proxy_li
         "orders": "https://10.0.0.9:8082/health",
     }
     assert unchecked == {}
+
+
+# --- what a killed run left half-done (issue 50) -------------------------------------------
+
+
+def test_allocation_held_by_a_killed_rolling_restart_is_named_with_its_fix() -> None:
+    answers = recorded_answers()
+    answers["settings"]["body"]["persistent"]["cluster.routing.allocation.enable"] = "primaries"
+    problems = build_report(make_target(), answers, now=NOW)["problems"]
+    held = [p for p in problems if "cluster.routing.allocation.enable" in p]
+    assert len(held) == 1
+    assert "primaries" in held[0]
+    assert "playbooks/rolling-restart.yml" in held[0]
+
+
+def test_an_exclusion_left_by_a_killed_scale_in_is_named_with_its_fix() -> None:
+    answers = recorded_answers()
+    answers["settings"]["body"]["persistent"]["cluster.routing.allocation.exclude._name"] = "node-3"
+    problems = build_report(make_target(), answers, now=NOW)["problems"]
+    left = [p for p in problems if "cluster.routing.allocation.exclude._name" in p]
+    assert len(left) == 1
+    assert "node-3" in left[0]
+    assert "site.yml" in left[0]
+
+
+def test_allocation_back_to_all_and_no_exclusion_are_no_problem() -> None:
+    answers = recorded_answers()
+    answers["settings"]["body"]["persistent"]["cluster.routing.allocation.enable"] = "all"
+    answers["settings"]["body"]["persistent"]["cluster.routing.allocation.exclude._name"] = ""
+    assert build_report(make_target(), answers, now=NOW)["problems"] == []

@@ -73,6 +73,8 @@ from clusterforge.lab.topology import (
 )
 from clusterforge.plan.console import console_defaults
 from clusterforge.plan.snapshot_schedule import declared_schedule
+from clusterforge.testing.faults import RULE_COMMENT as FAULT_RULE_COMMENT
+from clusterforge.testing.faults import remove_rules as remove_fault_rules
 
 __all__ = [
     "ADMIN_USER",
@@ -363,6 +365,11 @@ class Lab(LabInventory):
         return nodes, changed
 
     def down(self) -> None:
+        # The resilience drills' rules (clusterforge.testing.faults) name the containers'
+        # cgroups and the lab's addresses: none outlives the lab.
+        removed = remove_fault_rules()
+        if removed:
+            say(f"removed {removed} fault rule(s) the drills left (comment {FAULT_RULE_COMMENT!r})")
         listed = run(["docker", "ps", "-aq", "--filter", "label=clusterforge.lab=1"], check=False)
         ids = listed.stdout.decode().split()
         if ids:

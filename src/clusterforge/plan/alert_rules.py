@@ -132,6 +132,7 @@ def alert_rules(alerting: Alerting, expected_nodes: int) -> str:
         _tls_probe_failed(a),
         _disk_rule(a.disk_low, "low", a.disk_for),
         _disk_rule(a.disk_high, "high", a.disk_for),
+        _indices_read_only(a),
         _heap_high(a),
         _certificate_expiring(a),
         *([_snapshot_too_old(a.snapshot_max_age)] if a.snapshot_max_age else []),
@@ -411,6 +412,31 @@ def _snapshot_too_old(max_age: str) -> dict[str, Any]:
         runbook=(
             "Take one now with `ansible-playbook playbooks/snapshot.yml`, then check the "
             "snapshot policy or timer (docs/snapshots.md)."
+        ),
+    )
+
+
+def _indices_read_only(a: Alerting) -> dict[str, Any]:
+    # The engine's own verdict, whatever set the watermarks: the flood stage has put
+    # index.blocks.read_only_allow_delete on indices (the exporter's --es.indices_settings).
+    # The disk alerts above compare with the inventory's watermarks; this one also sees
+    # watermarks changed through the API, and the block the engine keeps until it lifts.
+    return _rule(
+        "OpenSearchIndicesReadOnly",
+        "max without (instance) "
+        '(elasticsearch_indices_settings_stats_read_only_indices{job="opensearch"}) > 0',
+        duration=a.disk_for,
+        severity="critical",
+        summary="Indices are read-only: a node is past the flood-stage disk watermark",
+        description=(
+            "Indices carry index.blocks.read_only_allow_delete: a node holding "
+            "their shards passed the flood-stage disk watermark, and every write to them "
+            f"is refused (for {a.disk_for}, monitoring_alert_disk_for)."
+        ),
+        runbook=(
+            "Run `scripts/status` (it names the node over the flood stage); free disk space "
+            "or add nodes (`ansible-playbook playbooks/site.yml`); the engine lifts the "
+            "block by itself once the node is below the high watermark."
         ),
     )
 

@@ -380,6 +380,8 @@ def cluster_exporter_env(
         f"--es.ca={PATHS['ca']}",
         "--es.node=_local",
         "--es.indices",
+        # index.blocks.read_only_allow_delete per index: the OpenSearchIndicesReadOnly alert.
+        "--es.indices_settings",
         "--es.snapshots",
         "--es.timeout=10s",
     ]

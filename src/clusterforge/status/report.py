@@ -72,6 +72,40 @@ def _over(disk: Mapping[str, Any], watermark: str | None) -> bool:
     return bool(disk["available_bytes"] < limit["free_bytes"])
 
 
+ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
+ALLOCATION_EXCLUDES = tuple(
+    f"cluster.routing.allocation.exclude.{attribute}" for attribute in ("_name", "_ip", "_host")
+)
+
+
+def half_done(settings: Mapping[str, Any]) -> list[str]:
+    """What a playbook stopped halfway (killed, its controller lost) left in the cluster's
+    settings, each with how to finish it: allocation held by a rolling restart's turn, an
+    exclusion set by a scale-in's drain. (A node it left stopped shows as missing.)"""
+    problems = []
+    enable = effective_setting(settings, ALLOCATION_ENABLE)
+    if enable not in (None, "", "all"):
+        problems.append(
+            f"shard allocation is restricted ({ALLOCATION_ENABLE}: {enable}), as a rolling "
+            "restart leaves it while a node is away: if no playbook is running, one was "
+            "stopped halfway. Finish it: rerun it (ansible-playbook "
+            "playbooks/rolling_restart.yml, or the upgrade.yml or site.yml run that "
+            "stopped); each node's turn sets allocation back once the node has rejoined"
+        )
+    for key in ALLOCATION_EXCLUDES:
+        excluded = effective_setting(settings, key)
+        if excluded:
+            problems.append(
+                f"an allocation exclusion is set ({key}: {excluded}), as a scale-in sets it "
+                "while it drains a node: if no playbook is running, one was stopped halfway. "
+                "Finish it: rerun ansible-playbook playbooks/site.yml with the node still "
+                "marked opensearch_node_state: absent (it drains, stops the node and clears "
+                f'the exclusion); to keep the node, PUT _cluster/settings {{"persistent": '
+                f'{{"{key}": null}}}}'
+            )
+    return problems
+
+
 def security_digest(config: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """sha256 over the canonical JSON (sorted keys, no spaces) of every config type."""
     bodies = {kind: config[kind].get("body") for kind in SECURITY_CONFIG_TYPES if kind in config}
@@ -295,6 +329,8 @@ def build_report(target: Target, recorded: Mapping[str, Any], *, now: datetime) 
     )
     nodes, node_problems = _node_rows(target, recorded, marks, now)
     problems.extend(node_problems)
+    if _answer_error(settings_answer) is None:
+        problems.extend(half_done(settings_answer["body"]))
     versions = sorted({row["version"] for row in nodes if row["version"]})
     if len(versions) > 1:
         by_version = {

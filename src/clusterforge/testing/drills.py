@@ -54,7 +54,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusterforge.testing import resilience
 from clusterforge.testing.alert_receiver import serve
+from clusterforge.testing.faults import RULE_COMMENT
 
 CONTAINER_PREFIX = "clusterforge-lab-"
 APPS_CONTAINER = "clusterforge-lab-apps-1"
@@ -245,6 +247,11 @@ def _orders_cut_off(lab: Lab) -> Iterator[None]:
         "owner",
         "--uid-owner",
         uid,
+        # scripts/down removes what a killed drill left (clusterforge.testing.faults).
+        "-m",
+        "comment",
+        "--comment",
+        f"{RULE_COMMENT} outbox drill",
         "-j",
         "REJECT",
         "--reject-with",
@@ -427,14 +434,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-status", action="store_true", help="leave out drill (a)'s scripts/status check"
     )
     parser.add_argument("--parallel", action="store_true", help="run the drills side by side")
-    parser.add_argument("drills", nargs="*", default=list(DRILLS), choices=list(DRILLS))
+    parser.add_argument(
+        "--faults",
+        metavar="all|NAME,...",
+        help="run the resilience drills (clusterforge.testing.resilience, issue 50) instead: "
+        "all, or some of " + ", ".join(resilience.FAULTS),
+    )
+    parser.add_argument(
+        "--table", type=Path, help="with --faults: also write the Markdown table to this file"
+    )
+    # Checked below, not with choices=: Python 3.11's argparse checks an empty or default
+    # list against the choices as one value, and refuses it. None named: all of them.
+    parser.add_argument("drills", nargs="*", metavar="{" + ",".join(DRILLS) + "}")
     args = parser.parse_args(argv)
+    if args.faults is not None:
+        try:
+            faults = resilience.parse_faults(args.faults)
+        except ValueError as error:
+            parser.error(str(error))
+        drill_lab = resilience.DrillLab(
+            facts=json.loads(args.lab_json.read_text()), repo=args.repo.resolve()
+        )
+        return 1 if resilience.run_faults(drill_lab, faults, args.table) else 0
     lab = Lab(
         facts=json.loads(args.lab_json.read_text()),
         repo=args.repo.resolve(),
         status=not args.no_status,
     )
-    names = list(dict.fromkeys(args.drills))
+    unknown = [name for name in args.drills if name not in DRILLS]
+    if unknown:
+        parser.error(f"unknown drill(s) {', '.join(unknown)}; choose from {', '.join(DRILLS)}")
+    names = list(dict.fromkeys(args.drills or DRILLS))
     if not args.serve_receiver:
         return 1 if run_drills(lab, names, parallel=args.parallel) else 0
     try:
