@@ -559,7 +559,7 @@ def test_allocation_held_by_a_killed_rolling_restart_is_named_with_its_fix() -> 
     held = [p for p in problems if "cluster.routing.allocation.enable" in p]
     assert len(held) == 1
     assert "primaries" in held[0]
-    assert "playbooks/rolling-restart.yml" in held[0]
+    assert "playbooks/rolling_restart.yml" in held[0]
 
 
 def test_an_exclusion_left_by_a_killed_scale_in_is_named_with_its_fix() -> None:
