@@ -604,7 +604,12 @@ def render_example_vars(text: str, schema: Schema, path: Path) -> str:
         )
         default = var.default if var.has_default else None
         shown = "(unset)" if default is None else _flow(default)
-        lines.append(f"# {var.name}: {shown}")
+        if len(shown) + len(var.name) > 94 and isinstance(default, list):
+            # A long list one entry a line, as YAML's block style (lint keeps lines short).
+            lines.append(f"# {var.name}:")
+            lines += [f"#   - {_flow(item)}" for item in default]
+        else:
+            lines.append(f"# {var.name}: {shown}")
     return text[: begin + len(YAML_BEGIN_MARKER)] + "\n" + "\n".join(lines) + "\n" + text[end:]
 
 

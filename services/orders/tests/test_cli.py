@@ -161,7 +161,7 @@ def _bad_start(
         (
             ["--database-url", "postgresql+psycopg://u:Pw-Secret-1@db:notaport/db"],
             {},
-            "orders.database-url is not a valid database URL",
+            "orders.database-url: the database URL cannot be parsed",
         ),
         (
             ["--database-url", "mysql://u:Pw-Secret-1@db/orders"],

@@ -463,7 +463,7 @@ def check_monitoring(
         return []
     problems: list[str] = []
     if len(monitoring_vars) > 1:
-        names = ", ".join(host for host, _ in monitoring_vars)
+        names = ", ".join(host for host, _variables in monitoring_vars)
         return [
             f"the monitoring group holds {names}; monitoring runs on exactly one host: put "
             "one host in the group monitoring"

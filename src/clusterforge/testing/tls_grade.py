@@ -44,8 +44,8 @@ class Port:
 
     @classmethod
     def parse(cls, text: str) -> Port:
-        address, _, starttls = text.partition("/")
-        host, _, port = address.rpartition(":")
+        address, _slash, starttls = text.partition("/")
+        host, _colon, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"{text!r} is not host:port[/ldap|/postgres]")
         return cls(host.strip("[]"), int(port), starttls or None)

@@ -20,7 +20,7 @@ def check_database_url(url: str) -> None:
     if not url.startswith(DATABASE_URL_PREFIXES):
         raise ValueError(f"the database URL has an unsupported scheme; {DATABASE_URL_FIX}")
     if url.startswith("sqlite:///"):
-        location, options, _ = url.removeprefix("sqlite:///").partition("?")
+        location, options, _fragment = url.removeprefix("sqlite:///").partition("?")
         if options or "?" in url:
             # The services set what SQLite needs themselves (the busy timeout, threads);
             # SQLAlchemy hands a URL's options to sqlite3 untyped (timeout=abc was a

@@ -133,7 +133,7 @@ class _Section(BaseModel):
             for name, field in cls.model_fields.items():
                 if field.annotation not in (int, float):
                     continue
-                for key in {field.alias or name, name}:
+                for key in (field.alias or name, name):
                     if isinstance(data.get(key), bool):
                         raise ValueError(
                             f"{key} is true or false, not a number; set a finite number "
@@ -547,7 +547,7 @@ class _StrictLoader(yaml.SafeLoader):
 def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
+    for key_node, _value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if isinstance(key, (dict, list)):
             # An unhashable key: the model refuses it by name; PyYAML's own error would
