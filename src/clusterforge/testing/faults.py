@@ -95,7 +95,7 @@ def container_cgroup(container: str) -> str:
     if not pid.isdigit() or pid == "0":
         raise FaultError(f"container {container} is not running")
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        hierarchy, _, path = line.split(":", 2)
+        hierarchy, _controllers, path = line.split(":", 2)
         if hierarchy == "0":
             return path.removesuffix("/init.scope") or "/"
     raise FaultError(f"container {container}'s process has no cgroup v2 path")
@@ -235,7 +235,7 @@ def crash_all(containers: Sequence[str], service: str = "opensearch") -> None:
         for container in containers
     ]
     for container, process in zip(containers, running, strict=True):
-        _, stderr = process.communicate(timeout=COMMAND_TIMEOUT)
+        _stdout, stderr = process.communicate(timeout=COMMAND_TIMEOUT)
         if process.returncode != 0:
             raise FaultError(f"SIGKILL of {service} in {container} failed: {stderr.strip()}")
 

@@ -327,7 +327,7 @@ def alerts_settled(lab: DrillLab, offset: int, expected: Sequence[str]) -> Calla
 
     def settled() -> bool:
         states: dict[str, list[str]] = {}
-        for _, name, status in received_alerts(lab, offset):
+        for _received, name, status in received_alerts(lab, offset):
             states.setdefault(name, []).append(status)
         return all(
             "firing" in states.get(name, []) and states[name][-1] == "resolved" for name in expected
@@ -569,7 +569,7 @@ def drill_crash_all(context: DrillContext) -> None:
     context.step("starting every engine")
     faults.start_all(containers)
     context.healed = time.time()
-    manager = wait_until("a cluster manager", lambda: lab.manager(), timeout=STEP_TIMEOUT, every=2)
+    manager = wait_until("a cluster manager", lab.manager, timeout=STEP_TIMEOUT, every=2)
     context.result.new_manager_s = round(time.time() - context.started, 1)
     context.step(f"{manager} elected; all {len(containers)} nodes started")
 
@@ -630,7 +630,7 @@ def drill_full_disk(context: DrillContext) -> None:
             every=2,
         )
         context.step("writes blocked; posting orders")
-        for _ in range(5):
+        for _attempt in range(5):
             code, order_id = _post_order(lab)
             codes.append(code)
             if order_id:
@@ -648,7 +648,7 @@ def drill_full_disk(context: DrillContext) -> None:
                 set(EXPECTED_ALERTS["full-disk"])
                 <= {
                     name
-                    for _, name, status in received_alerts(lab, context.offset)
+                    for _received, name, status in received_alerts(lab, context.offset)
                     if status == "firing"
                 }
             ),
