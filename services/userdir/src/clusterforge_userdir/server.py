@@ -479,6 +479,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         read_timeout_seconds=settings.request_read_timeout,
         error_body=code_and_message_body,
         logger_name="clusterforge_userdir.server",
+        metrics=request_metrics,
     )
     drop_query_strings_from_access_log()
     return app
