@@ -198,8 +198,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             else:
                 end = _empty_line_end(self._body_tail, data, position)
                 stop = end if end >= 0 else len(data)
-                self._body_tail = b"" if end >= 0 else _tail_after(
-                    self._body_tail, data, position, stop
+                self._body_tail = (
+                    b"" if end >= 0 else _tail_after(self._body_tail, data, position, stop)
                 )
                 position = self._feed(data, position, stop)
 
@@ -318,7 +318,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         refusal = _Refusal(
-            status=status, method=self._request_method, answer=self._answer(status, reason, code, message)
+            status=status,
+            method=self._request_method,
+            answer=self._answer(status, reason, code, message),
         )
         earlier_open = bool(self.pipeline)
         refused_cycle = self.cycle if self._in_body else None
