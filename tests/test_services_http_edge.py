@@ -71,13 +71,15 @@ class Service:
         return b"/mock-api/health" if self.name == "userdir" else b"/health"
 
 
-def _serve(app: Any) -> tuple[int, uvicorn.Server, threading.Thread]:
+def _serve(
+    app: Any, protocol: Any = GuardedHttpToolsProtocol
+) -> tuple[int, uvicorn.Server, threading.Thread]:
     listening = socket.socket()
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listening.bind(("127.0.0.1", 0))
     port = int(listening.getsockname()[1])
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", http=GuardedHttpToolsProtocol, access_log=False
+        app, log_level="warning", lifespan="on", http=protocol, access_log=False
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
@@ -93,8 +95,18 @@ def _serve(app: Any) -> tuple[int, uvicorn.Server, threading.Thread]:
 
 @pytest.fixture(params=["userdir", "orders"])
 def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
+    yield from _service(request.param, tmp_path, GuardedHttpToolsProtocol)
+
+
+@pytest.fixture(params=["userdir", "orders"])
+def unguarded_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
+    """The app under uvicorn's h11 protocol, without the kit's guard (a test, an ASGI host)."""
+    yield from _service(request.param, tmp_path, "h11")
+
+
+def _service(name: str, tmp_path: Path, protocol: Any) -> Iterator[Service]:
     runtime: OrderServiceRuntime | None = None
-    if request.param == "userdir":
+    if name == "userdir":
         database = tmp_path / "userdir.db"
         app = create_userdir_app(
             ServerSettings(
@@ -117,9 +129,9 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]
         runtime = OrderServiceRuntime.open(settings, executor_await_termination_seconds=5)
         app = create_app(runtime=runtime)
         described = ("/orders", 200, "orders", "error", "orders")
-    port, server, thread = _serve(app)
+    port, server, thread = _serve(app, protocol)
     path, status, table, key, prefix = described
-    yield Service(request.param, port, database, path.encode(), status, table, key, prefix)
+    yield Service(name, port, database, path.encode(), status, table, key, prefix)
     server.should_exit = True
     thread.join(timeout=30)
     if runtime is not None:
@@ -351,6 +363,20 @@ def test_host_and_authorization_must_come_once(
     assert service.rows() == 0
     after = counted(metrics_text(service), "POST", 400, service.metrics_prefix)
     assert after == before + 1
+
+
+@pytest.mark.parametrize(
+    "tokens", [[AUTH, b"Authorization: Bearer x"], [b"Authorization: Bearer x", AUTH], [AUTH, AUTH]]
+)
+def test_without_the_guard_two_authorizations_are_refused_by_both_apps(
+    unguarded_service: Service, tokens: list[bytes]
+) -> None:
+    # The user directory read the last line, the order service the first.
+    service = unguarded_service
+    body = service.create_body()
+    request = _head(service, [b"Host: edge", *tokens]) + b"Content-Length: %d\r\n\r\n" % len(body)
+    assert statuses(exchange(service, [request + body])) == [401]
+    assert service.rows() == 0
 
 
 def test_http_1_0_without_host_is_served(service: Service) -> None:
