@@ -546,3 +546,34 @@ def test_fuzz_pipelined_pairs_answer_in_order_and_as_done(
     assert service.rows() == creations_answered
     time.sleep(0.3)
     assert server_log.tracebacks() == []
+
+
+# -- one rule for bodies -----------------------------------------------------------------
+
+NOT_UTF8 = [
+    pytest.param(b"\xed\xa0\x80", id="encoded-surrogate"),
+    pytest.param(b"\xff", id="ff"),
+    pytest.param(b"\xc0\xaf", id="overlong"),
+    pytest.param(b"\xe4\xb8", id="truncated"),
+]
+
+
+@pytest.mark.parametrize("where", ["ignored", "read"])
+@pytest.mark.parametrize("bad", NOT_UTF8)
+def test_invalid_utf8_anywhere_in_a_json_body_is_400(
+    service: Service, bad: bytes, where: str
+) -> None:
+    document = json.loads(service.create_body("utf8"))
+    field = "ignoredField" if where == "ignored" else next(iter(document))
+    document[field] = "@BAD@"
+    body = json.dumps(document).encode().replace(b"@BAD@", b"ok" + bad)
+    answer = httpx.post(
+        f"http://127.0.0.1:{service.port}{service.create_path.decode()}",
+        content=body,
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 400, answer.text
+    refusal = answer.json()
+    assert service.error_key in refusal
+    assert "UTF-8" in refusal["message"]
+    assert service.rows() == 0
