@@ -295,6 +295,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # first byte (uvicorn's keep-alive timeout covers the idle time before it).
         self._awaiting_head = True
         self._body_left = None
+        self._request_method = "other"
         if self._refusing:
             return
         super().on_message_complete()
