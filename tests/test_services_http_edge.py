@@ -31,7 +31,7 @@ import httpx
 import pytest
 import uvicorn
 
-from clusterforge_orders import OrderServiceRuntime, create_app
+from clusterforge_orders import OrderCreatedEvent, OrderServiceRuntime, create_app
 from clusterforge_orders import load_settings as load_orders_settings
 from clusterforge_service_kit.http_edge import DEFAULT_MAX_HEADER_BYTES, GuardedHttpToolsProtocol
 from clusterforge_userdir import ServerSettings
@@ -54,6 +54,7 @@ class Service:
     table: str
     error_key: str
     metrics_prefix: str
+    runtime: OrderServiceRuntime | None = None  # the order service's, to add a listener
 
     def create_body(self, marker: str = "") -> bytes:
         """A new order or user; ``marker`` comes back in the answer's body."""
@@ -98,6 +99,11 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]
     yield from _service(request.param, tmp_path, GuardedHttpToolsProtocol)
 
 
+@pytest.fixture
+def orders_service(tmp_path: Path) -> Iterator[Service]:
+    yield from _service("orders", tmp_path, GuardedHttpToolsProtocol)
+
+
 @pytest.fixture(params=["userdir", "orders"])
 def unguarded_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
     """The app under uvicorn's h11 protocol, without the kit's guard (a test, an ASGI host)."""
@@ -131,7 +137,7 @@ def _service(name: str, tmp_path: Path, protocol: Any) -> Iterator[Service]:
         described = ("/orders", 200, "orders", "error", "orders")
     port, server, thread = _serve(app, protocol)
     path, status, table, key, prefix = described
-    yield Service(name, port, database, path.encode(), status, table, key, prefix)
+    yield Service(name, port, database, path.encode(), status, table, key, prefix, runtime)
     server.should_exit = True
     thread.join(timeout=30)
     if runtime is not None:
@@ -287,6 +293,32 @@ def test_two_requests_then_garbage_get_three_answers_and_no_traceback(
     answers = answers_in(stream)
     assert [answer.status for answer in answers] == [200, 200, 400]
     time.sleep(0.3)  # a late failure would be logged now
+    assert server_log.tracebacks() == []
+
+
+@pytest.mark.parametrize(
+    ("follower", "refusal"),
+    [
+        pytest.param(GARBAGE, 400, id="malformed-head"),
+        pytest.param(b"GET /health HTTP/1.1\r\nHost: edge\r\n", 408, id="head-not-finished"),
+    ],
+)
+def test_a_refusal_decided_while_the_request_before_runs_waits_for_its_answer(
+    orders_service: Service, server_log: _Collected, follower: bytes, refusal: int
+) -> None:
+    assert orders_service.runtime is not None
+    # A synchronous listener that outlasts the read timeout: the refusal is decided (the
+    # 408 at READ_TIMEOUT) while the order is still being stored.
+    orders_service.runtime.bus.subscribe(
+        OrderCreatedEvent, lambda _event: time.sleep(READ_TIMEOUT + 0.5), name="slow"
+    )
+    stream = exchange(
+        orders_service, [create_request(orders_service, trace="slow"), follower], pause=0.2
+    )
+    answers = answers_in(stream)
+    assert [answer.status for answer in answers] == [200, refusal]
+    assert b"-slow" in answers[0].body
+    assert orders_service.rows() == 1
     assert server_log.tracebacks() == []
 
 
