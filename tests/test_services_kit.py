@@ -357,6 +357,12 @@ def test_bearer_tokens_accept_only_a_configured_token() -> None:
     assert tokens.accepts_headers(
         [(b"x", b"y"), (b"authorization", f"Bearer {GOOD_TOKEN}".encode())]
     )
+    # Two Authorization lines are refused whichever holds the token.
+    good, bad = (b"authorization", f"Bearer {GOOD_TOKEN}".encode()), (b"authorization", b"x")
+    assert not tokens.accepts_headers([good, bad])
+    assert not tokens.accepts_headers([bad, good])
+    assert not tokens.accepts_headers([good, good])
+    assert not tokens.accepts_headers([])
     assert not BearerTokens([])
     assert not BearerTokens([]).accepts(f"Bearer {GOOD_TOKEN}".encode())
 

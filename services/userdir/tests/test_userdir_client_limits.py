@@ -280,3 +280,59 @@ def test_a_body_that_is_not_json_raises_a_typed_error() -> None:
         client.close()
     with pytest.raises(RemoteAccessError):
         full.json()
+
+
+def _answering(body: bytes, *, status: bytes = b"200 OK", charset: bytes = b"") -> Answer:
+    def answer(connection: socket.socket) -> None:
+        connection.sendall(
+            b"HTTP/1.1 "
+            + status
+            + b"\r\nContent-Type: application/json"
+            + charset
+            + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(USER_JSON.replace(b'"slow"', b'"sl\xffow"'), id="ff-in-a-field"),
+        pytest.param(USER_JSON[:-1] + b',"x":"\xed\xa0\x80"}', id="surrogate-ignored-field"),
+        pytest.param(b"\xe4\xb8", id="truncated"),
+    ],
+)
+@pytest.mark.parametrize("charset", [b"", b"; charset=utf-8", b"; charset=latin-1"])
+def test_a_body_that_is_not_utf8_raises_the_typed_decoding_error(
+    body: bytes, charset: bytes
+) -> None:
+    with raw_server(_answering(body, charset=charset)) as base_url:
+        client = client_for(base_url)
+        with pytest.raises(RemoteAccessError) as raised:
+            client.exchange("GET", "/mock-api/users/1")
+        with pytest.raises(RemoteAccessError):
+            client.get_user(1)
+        client.close()
+    assert isinstance(raised.value.cause, UnicodeDecodeError)
+    assert "not UTF-8" in str(raised.value)
+    assert "\ufffd" not in str(raised.value)
+
+
+def test_an_error_answer_that_is_not_utf8_raises_the_typed_decoding_error() -> None:
+    answer = _answering(b'{"code":500,"message":"\xff"}', status=b"500 Internal Server Error")
+    with raw_server(answer) as base_url:
+        client = client_for(base_url)
+        with pytest.raises(RemoteAccessError) as raised:
+            client.get_user(1)
+        client.close()
+    assert "answered 500" in str(raised.value)
+
+
+def test_a_utf8_body_is_read_as_sent() -> None:
+    body = USER_JSON.replace(b'"slow"', '"键盘"'.encode())
+    with raw_server(_answering(body)) as base_url:
+        client = client_for(base_url)
+        assert client.get_user(1).username == "键盘"
+        client.close()

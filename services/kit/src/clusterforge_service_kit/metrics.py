@@ -25,13 +25,17 @@ Message = dict[str, Any]
 
 
 class RequestMetrics:
-    """``<namespace>_http_requests_total{method,status}`` and its duration histogram."""
+    """``<namespace>_http_requests_total{method,status}`` and its duration histogram.
+
+    The counter holds every answer: the app's (:meth:`observe`, also timed) and those of
+    the HTTP edge's guard (:meth:`count_refusal`).
+    """
 
     def __init__(self, *, namespace: str, registry: CollectorRegistry) -> None:
         self.registry = registry
         self._requests = Counter(
             "http_requests",
-            "HTTP requests answered, by method and status.",
+            "HTTP requests answered (the edge guard's refusals included), by method and status.",
             ["method", "status"],
             namespace=namespace,
             registry=registry,
@@ -49,6 +53,15 @@ class RequestMetrics:
         method = method if method in _KNOWN_METHODS else "other"
         self._requests.labels(method=method, status=str(status)).inc()
         self._duration.labels(method=method).observe(seconds)
+
+    def count_refusal(self, method: str, status: int) -> None:
+        """An answer of the HTTP edge's guard (400, 408, 431): counted, not timed.
+
+        The request never reached the app, so it has no duration to put beside the app's;
+        its method is "other" when no request line was parsed.
+        """
+        method = method if method in _KNOWN_METHODS else "other"
+        self._requests.labels(method=method, status=str(status)).inc()
 
 
 class RequestMetricsMiddleware:

@@ -61,8 +61,10 @@ class BearerTokens:
         return accepted
 
     def accepts_headers(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
-        """:meth:`accepts` on the first ``authorization`` of ASGI ``headers``."""
-        for name, value in headers:
-            if name == b"authorization":
-                return self.accepts(value)
-        return False
+        """:meth:`accepts` on the one ``authorization`` of ASGI ``headers``.
+
+        Two of them are refused whatever they hold: which one counts would be the
+        reader's choice (the services' HTTP edge answers them with 400 before this).
+        """
+        authorizations = [value for name, value in headers if name == b"authorization"]
+        return len(authorizations) == 1 and self.accepts(authorizations[0])

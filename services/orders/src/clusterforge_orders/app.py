@@ -190,6 +190,7 @@ def create_app(*, runtime: OrderServiceRuntime) -> FastAPI:
         read_timeout_seconds=runtime.settings.orders.read_timeout_seconds,
         error_body=error_and_violations_body,
         logger_name="clusterforge_orders.http",
+        metrics=runtime.request_metrics,
     )
     _install_error_handlers(app)
     app.add_middleware(BearerTokenMiddleware, accepted_tokens=runtime.accepted_tokens)

@@ -14,6 +14,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from clusterforge_service_kit import NotUtf8BodyError, utf8_json_text
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -168,15 +169,15 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     if not body.strip():
         raise MalformedRequestBodyError("request body is empty; send a JSON object")
     try:
-        text = body.decode("utf-8")
+        text = utf8_json_text(body)
         document = json.loads(
             text,
             parse_float=_decimal_or_overflow,
             parse_int=_decimal_or_overflow,
             parse_constant=_reject_constant,
         )
-    except UnicodeDecodeError as error:
-        raise MalformedRequestBodyError(f"request body is not UTF-8: {error.reason}") from error
+    except NotUtf8BodyError as error:
+        raise MalformedRequestBodyError(f"request body: {error}") from error
     except json.JSONDecodeError as error:
         raise MalformedRequestBodyError(
             f"request body is not valid JSON: {error.msg} at line {error.lineno} "

@@ -649,11 +649,21 @@ class UserDirectoryClient:
                     raise _CallDeadlinePassedError
         finally:
             response.close()
-        encoding = response.charset_encoding or "utf-8"
+        body = b"".join(pieces)
         try:
-            text = b"".join(pieces).decode(encoding, errors="replace")
-        except LookupError:  # a charset Python does not know
-            text = b"".join(pieces).decode("utf-8", errors="replace")
+            # The service's one rule for bodies, on the way back too: UTF-8 or nothing.
+            # Replacement characters would hand the caller text the service never sent.
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as failure:
+            raise RemoteAccessError(
+                remote_service=self.config.service_label,
+                cause=failure,
+                message=(
+                    f"remote service {self.config.service_label} answered "
+                    f"{response.status_code} with a body that is not UTF-8 (byte "
+                    f"{failure.start}: {failure.reason}); its answers must be UTF-8"
+                ),
+            ) from failure
         return response.status_code, response.headers, text
 
     def _headers(self, overrides: Mapping[str, str] | None, *, has_body: bool) -> dict[str, str]:

@@ -114,14 +114,11 @@ class RequestContextMiddleware:
             return
         trace_id = b""
         content_length = -1
-        authorization = b""
         for name, value in scope["headers"]:
             if name == b"x-trace-id":
                 trace_id = value
             elif name == b"content-length":
                 content_length = int(value) if value.isdigit() and len(value) <= 19 else -1
-            elif name == b"authorization":
-                authorization = value
         trace_id = trace_id_for(trace_id)
         context_headers = [
             (b"x-request-id", new_id().encode()),
@@ -140,7 +137,7 @@ class RequestContextMiddleware:
         if (
             self._accepted_tokens
             and scope["path"] not in _OPEN_PATHS
-            and not self._accepted_tokens.accepts(authorization)
+            and not self._accepted_tokens.accepts_headers(scope["headers"])
         ):
             await _send_json(
                 send_with_ids,

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from clusterforge_service_kit import NotUtf8BodyError, utf8_json_text
 from clusterforge_service_kit.http_edge import EdgeLimits, code_and_message_body
 from clusterforge_service_kit.metrics import (
     PROMETHEUS_CONTENT_TYPE,
@@ -159,11 +160,12 @@ class NotUtf8JsonError(Exception):
 
 
 class Utf8JsonRoute(APIRoute):
-    """A route that takes JSON bodies in UTF-8 only.
+    """A route that takes JSON bodies in UTF-8 only, the kit's one rule for bodies.
 
     FastAPI hands the body's bytes to ``json.loads``, which guesses UTF-16 and UTF-32 from
-    the first bytes (a BOM, or zero bytes) and decodes them too; RFC 8259 and this
-    service's docs take UTF-8 alone. A UTF-8 BOM is refused with them: it is no JSON.
+    the first bytes (a BOM, or zero bytes) and decodes UTF-8 with ``surrogatepass``, so an
+    encoded lone surrogate passed in a field the service ignores; RFC 8259 and this
+    service's docs take UTF-8 alone, the whole body (``utf8_json_text``).
     """
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -175,11 +177,10 @@ class Utf8JsonRoute(APIRoute):
             except ClientDisconnect:
                 # FastAPI's own read meets the same disconnect and answers it as it did.
                 return await handler(request)
-            if body and json.detect_encoding(body) != "utf-8":
-                raise NotUtf8JsonError(
-                    "the body is not UTF-8 (it looks like UTF-16, UTF-32 or has a BOM); "
-                    "send JSON in UTF-8"
-                )
+            try:
+                utf8_json_text(body)
+            except NotUtf8BodyError as refused:
+                raise NotUtf8JsonError(str(refused)) from refused
             return await handler(request)
 
         return utf8_only
@@ -479,6 +480,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         read_timeout_seconds=settings.request_read_timeout,
         error_body=code_and_message_body,
         logger_name="clusterforge_userdir.server",
+        metrics=request_metrics,
     )
     drop_query_strings_from_access_log()
     return app
