@@ -416,12 +416,42 @@ def test_no_snapshot_age_alert_without_a_schedule_or_a_given_age() -> None:
     from clusterforge.plan.alert_rules import alert_rules
     from clusterforge.plan.alerting import build_alerting
 
-    def rules(variables: dict[str, Any], scheduled: bool) -> str:
-        return alert_rules(build_alerting(variables, snapshots_scheduled=scheduled), 3)
+    def rules(variables: dict[str, Any], allows: int | None) -> str:
+        return alert_rules(build_alerting(variables, snapshot_schedule_allows=allows), 3)
 
-    assert "OpenSearchSnapshotTooOld" not in rules({}, False)
-    assert "OpenSearchSnapshotTooOld" in rules({}, True)
-    assert "OpenSearchSnapshotTooOld" in rules({"monitoring_alert_snapshot_max_age": "2d"}, False)
+    assert "OpenSearchSnapshotTooOld" not in rules({}, None)
+    # The schedule's period not read here: the variable's default.
+    assert "> 93600" in rules({}, 0)
+    assert "OpenSearchSnapshotTooOld" in rules({"monitoring_alert_snapshot_max_age": "2d"}, None)
+
+
+def test_the_snapshot_age_alert_follows_the_declared_schedule_as_status_does(
+    tmp_path: Path,
+) -> None:
+    """One allowance for the newest scheduled snapshot: the alert's threshold is the one
+    scripts/status judges by (two periods and a minute), unless an age is given; removing
+    the schedule removes the alert (issue 51: the lab's fixed 10m outlived its schedule,
+    and the alert fired on a lab whose schedule had been removed)."""
+    from clusterforge.plan.alert_rules import alert_rules
+    from clusterforge.plan.monitoring_inputs import build_host_alerting
+
+    def rules(schedule: str | None, monitoring_vars: dict[str, Any]) -> str:
+        hosts = nodes(tmp_path)
+        if schedule is not None:
+            hosts = [
+                (name, {**host_vars, "opensearch_snapshot_schedule": schedule})
+                for name, host_vars in hosts
+            ]
+        alerting = build_host_alerting(
+            build_cluster(hosts), monitoring_vars, hosts, inventory_dir=tmp_path
+        )
+        return alert_rules(alerting, 3)
+
+    every_5_minutes = rules("*:0/5", {})
+    assert "> 660" in every_5_minutes and "for 11m" in every_5_minutes
+    assert "OpenSearchSnapshotTooOld" not in rules(None, {})
+    assert "> 3600" in rules("*:0/5", {"monitoring_alert_snapshot_max_age": "1h"})
+    assert "> 3600" in rules(None, {"monitoring_alert_snapshot_max_age": "1h"})
 
 
 def test_the_tls_lab_schedules_snapshots() -> None:
@@ -431,5 +461,5 @@ def test_the_tls_lab_schedules_snapshots() -> None:
     assert lab_snapshot_vars("open") == {}
     schedule = declared_schedule(lab_snapshot_vars("tls"))
     assert schedule is not None
-    # Every 5 minutes; the lab's monitoring_alert_snapshot_max_age (10m) stays above it.
+    # Every 5 minutes: status, and the age alert with it, allow two periods and a minute.
     assert schedule["allowed_age_seconds"] == 2 * 300 + 60

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from clusterforge.addresses import is_loopback_host
+from clusterforge.durations import describe
 from clusterforge.errors import InventoryError
 from clusterforge.plan.alert_rules import (
     RULES_FILE_NAME,
@@ -116,7 +117,7 @@ def build_alerting(
     engine_settings: Sequence[Mapping[str, Any]] = (),
     cert_renew_within_days: int | None = None,
     rules_base_dir: Path | None = None,
-    snapshots_scheduled: bool = True,
+    snapshot_schedule_allows: int | None = 0,
 ) -> Alerting:
     """The monitoring host's alerting, checked all at once.
 
@@ -126,13 +127,17 @@ def build_alerting(
     ``cert_renew_within_days``: ``opensearch_cert_renew_within_days``; an expiry alert
     that fires before rotate_certs.yml would renew is refused.
     ``rules_base_dir``: where relative ``monitoring_rules_files`` paths start (the
-    inventory's directory). ``snapshots_scheduled``: the cluster takes snapshots on a
-    schedule; without one, and without monitoring_alert_snapshot_max_age given, there is
-    no age to watch and no snapshot age alert (a lab with a repository and no schedule
-    fired it 13 minutes after it came up, issue 51)."""
+    inventory's directory). ``snapshot_schedule_allows``: how old the newest scheduled
+    snapshot may be by the declared schedule, in seconds, as ``scripts/status`` judges it
+    (clusterforge.plan.snapshot_schedule.declared_schedule); 0 when the schedule's period
+    cannot be read here, None without a schedule. monitoring_alert_snapshot_max_age, when
+    given, is the alert's age. Otherwise the schedule's allowance is, so the alert and
+    status agree; with a period not read here, the variable's default; and with no
+    schedule there is no age to watch and no snapshot age alert (a lab with a repository
+    and no schedule fired it 13 minutes after it came up, and one whose schedule was
+    removed kept its old age, issue 51)."""
     problems: list[str] = []
     values = _variable_values(variables, problems)
-    watch_snapshot_age = snapshots_scheduled or variables.get(SNAPSHOT_MAX_AGE) is not None
     low, high = disk_watermarks(engine_settings, problems)
     receivers = (
         _receivers(values[RECEIVERS], problems) if isinstance(values[RECEIVERS], list) else ()
@@ -155,7 +160,7 @@ def build_alerting(
         heap_percent=int(values["monitoring_alert_heap_percent"]),
         heap_for=values["monitoring_alert_heap_for"],
         cert_expiry_days=int(expiry_days),
-        snapshot_max_age=values[SNAPSHOT_MAX_AGE] if watch_snapshot_age else None,
+        snapshot_max_age=_snapshot_max_age(variables, values, snapshot_schedule_allows),
         outbox_age_minutes=int(values["monitoring_alert_outbox_age_minutes"]),
         error_percent=int(values["monitoring_alert_5xx_percent"]),
         error_for=values["monitoring_alert_5xx_for"],
@@ -167,6 +172,17 @@ def build_alerting(
         receivers=receivers,
         rules_files=rules_files,
     )
+
+
+def _snapshot_max_age(
+    variables: Mapping[str, Any], values: Mapping[str, Any], schedule_allows: int | None
+) -> str | None:
+    """The snapshot age alert's threshold (see build_alerting), or None for no alert."""
+    if variables.get(SNAPSHOT_MAX_AGE) is not None:
+        return str(values[SNAPSHOT_MAX_AGE])
+    if schedule_allows is None:
+        return None
+    return describe(schedule_allows) if schedule_allows > 0 else str(values[SNAPSHOT_MAX_AGE])
 
 
 def _variable_values(variables: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from clusterforge.errors import InventoryError
 from clusterforge.plan.alerting import Alerting, build_alerting
 from clusterforge.plan.monitoring_config import MonitoringSettings, ServiceEndpoint
 from clusterforge.plan.monitoring_user import GROUP, PREFIX
+from clusterforge.plan.snapshot_schedule import declared_schedule
 from clusterforge.schema import load_schema
 
 if TYPE_CHECKING:
@@ -59,12 +60,16 @@ def build_host_alerting(
     renew = first.get("opensearch_cert_renew_within_days")
     if renew is None:
         renew = load_schema().default_of("opensearch_cert_renew_within_days")
+    # The schedule as scripts/status judges it, so the age alert and status agree.
+    schedule = declared_schedule(first)
     return build_alerting(
         variables,
         engine_settings=engine_settings,
         cert_renew_within_days=int(renew),
         rules_base_dir=inventory_dir,
-        snapshots_scheduled=first.get("opensearch_snapshot_schedule") not in (None, ""),
+        snapshot_schedule_allows=(
+            None if schedule is None else int(schedule["allowed_age_seconds"])
+        ),
     )
 
 
