@@ -30,10 +30,14 @@ from clusterforge.plan.monitoring import (
     MONITOR_ROLE,
     MonitoringSettings,
     ServiceEndpoint,
+    check_monitoring,
     plan_monitoring,
     plan_monitoring_user,
 )
+from clusterforge.plan.monitoring_inputs import more_than_one_host
 from clusterforge.plan.plan import build_plan
+from clusterforge.plan.tls_profile import TlsProfile, default_profile
+from clusterforge.schema import undeclared_variable
 
 PASSWORDS = {
     "admin": "Unit-Admin-7c1e",
@@ -433,3 +437,43 @@ def test_the_tls_lab_schedules_snapshots() -> None:
     assert schedule is not None
     # Every 5 minutes; the lab's monitoring_alert_snapshot_max_age (10m) stays above it.
     assert schedule["allowed_age_seconds"] == 2 * 300 + 60
+
+
+def test_the_check_words_an_unknown_variable_as_the_schema_does(tmp_path: Path) -> None:
+    """One wording of an undeclared variable (clusterforge.schema.undeclared_variable),
+    the monitoring's check included, not a copy of its did-you-mean."""
+    cluster = build_cluster(nodes(tmp_path))
+    problems = check_monitoring(
+        cluster,
+        nodes(tmp_path),
+        [("mon-1", {"monitoring_nothing_like_this": 1, "monitoring_retentoin": "5d"})],
+        inventory_dir=tmp_path,
+    )
+    assert problems == [
+        f"mon-1: {undeclared_variable('monitoring_nothing_like_this', 'monitoring_')}",
+        "mon-1: monitoring_retentoin is not a variable; did you mean monitoring_retention?",
+    ]
+    assert "the monitoring_* variables are listed in docs/variables.md" in problems[0]
+
+
+def test_the_check_and_the_plan_refuse_a_second_monitoring_host_in_one_wording(
+    tmp_path: Path,
+) -> None:
+    cluster = build_cluster(nodes(tmp_path))
+    two = [("mon-1", {}), ("mon-2", {})]
+    checked = check_monitoring(cluster, nodes(tmp_path), two, inventory_dir=tmp_path)
+    assert checked == [more_than_one_host(["mon-1", "mon-2"])]
+    assert "put one host in the group monitoring" in checked[0]
+
+
+def test_the_cluster_names_its_tls_profile_once(tmp_path: Path) -> None:
+    """Cluster.tls_profile: the profile every listener takes (monitoring, the security
+    files' LDAP, the proxies' check), from opensearch_tls_* as the inventory gives them."""
+    only13 = [
+        (host, {**variables, "opensearch_tls_protocols": ["TLSv1.3"]})
+        for host, variables in nodes(tmp_path)
+    ]
+    assert build_cluster(only13).tls_profile == TlsProfile.of(
+        ["TLSv1.3"], default_profile().ciphers
+    )
+    assert build_cluster(nodes(tmp_path)).tls_profile == default_profile()

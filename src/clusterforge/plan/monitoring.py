@@ -29,7 +29,6 @@ no_log; no rendered configuration holds one (each names a ``*_file``).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +74,10 @@ from clusterforge.plan.monitoring_config import (
 )
 from clusterforge.plan.monitoring_inputs import (
     HOST_GROUPS,
+    NO_CLUSTER,
     MonitoringInputs,
     build_host_alerting,
+    more_than_one_host,
     read_monitoring_inputs,
 )
 from clusterforge.plan.monitoring_user import (
@@ -95,7 +96,7 @@ from clusterforge.plan.monitoring_user import (
     toolkit_user,
 )
 from clusterforge.plan.tls_profile import TlsProfile
-from clusterforge.schema import load_schema
+from clusterforge.schema import load_schema, undeclared_variable
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -366,7 +367,7 @@ def plan_monitoring(
 ) -> dict[str, Any]:
     """The monitoring host's files (secrets marked) and what the role and the lab read."""
     targets = _checked_targets(settings, cluster)
-    profile = TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers)
+    profile = cluster.tls_profile
     planned_alerting = alerting_files(
         alerting, expected_nodes=len(cluster.nodes), secrets=alerting_secrets
     )
@@ -463,11 +464,7 @@ def check_monitoring(
         return []
     problems: list[str] = []
     if len(monitoring_vars) > 1:
-        names = ", ".join(host for host, _variables in monitoring_vars)
-        return [
-            f"the monitoring group holds {names}; monitoring runs on exactly one host: put "
-            "one host in the group monitoring"
-        ]
+        return [more_than_one_host([host for host, _variables in monitoring_vars])]
     host, variables = monitoring_vars[0]
     declared = load_schema().variables
     named_secrets = _secret_variable_names(variables.get(RECEIVERS))
@@ -475,13 +472,13 @@ def check_monitoring(
         if name in named_secrets:
             continue  # a receiver's secret, by the name its *_var gives
         if name not in declared:
-            problems.append(f"{host}: {_unknown(name, declared)}")
+            problems.append(f"{host}: {undeclared_variable(name, PREFIX)}")
         elif variables[name] is not None and (problem := schema_problem(name, variables[name])):
             problems.append(f"{host}: {problem}")
     if problems:  # the checks below read the values as the schema declares them
         return problems
     if cluster is None:
-        return ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
+        return [NO_CLUSTER]
     settings = MonitoringSettings.of(host, host, variables)
     problems += _listener_clashes(settings)
     for check in (
@@ -506,14 +503,6 @@ def _secret_variable_names(receivers: Any) -> set[str]:
             if isinstance(body, Mapping):
                 names.update(str(v) for k, v in body.items() if str(k).endswith("_var"))
     return names
-
-
-def _unknown(name: str, declared: Mapping[str, Any]) -> str:
-    known = [known for known in declared if known.startswith(PREFIX)]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-    if close:
-        return f"{name} is not a variable; did you mean {close[0]}?"
-    return f"{name} is not a variable; remove it (docs/variables.md lists the monitoring_* ones)"
 
 
 def _listener_clashes(settings: MonitoringSettings) -> list[str]:

@@ -73,6 +73,18 @@ def _address(source: Any, name: str) -> str:
     return str(found or name)
 
 
+def more_than_one_host(names: Sequence[str]) -> str:
+    """The refusal of a monitoring group of several hosts (the inventory check's and the
+    plan's one wording)."""
+    return (
+        f"the monitoring group holds {', '.join(names)}; monitoring runs on exactly one "
+        "host: put one host in the group monitoring"
+    )
+
+
+NO_CLUSTER = "the monitoring group needs the cluster it watches: the group opensearch is empty"
+
+
 def _monitoring_host(source: Any) -> str | None:
     """The one host of the group monitoring (None without one); more than one, or one
     without a cluster, is refused."""
@@ -80,16 +92,9 @@ def _monitoring_host(source: Any) -> str | None:
     if not monitoring_hosts:
         return None
     if len(monitoring_hosts) > 1:
-        raise InventoryError(
-            [
-                f"the monitoring group holds {', '.join(monitoring_hosts)}; monitoring runs on "
-                "exactly one host: put one host in the group monitoring"
-            ]
-        )
+        raise InventoryError([more_than_one_host(monitoring_hosts)])
     if not source.hosts("opensearch"):
-        raise InventoryError(
-            ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
-        )
+        raise InventoryError([NO_CLUSTER])
     return monitoring_hosts[0]
 
 
