@@ -26,11 +26,15 @@ from clusterforge.pki.hashing import verify_password
 from clusterforge.plan.alerting import build_alerting
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.monitoring import (
+    BINARIES,
     CONFIG_DIR,
+    DEBIAN_UNITS,
     MONITOR_ROLE,
+    PACKAGES,
     MonitoringSettings,
     ServiceEndpoint,
     check_monitoring,
+    debian_install,
     plan_monitoring,
     plan_monitoring_user,
 )
@@ -477,3 +481,27 @@ def test_the_cluster_names_its_tls_profile_once(tmp_path: Path) -> None:
         ["TLSv1.3"], default_profile().ciphers
     )
     assert build_cluster(nodes(tmp_path)).tls_profile == default_profile()
+
+
+def test_the_debian_packages_and_units_are_named_in_python_only() -> None:
+    """The roles install what the plan's ``install`` gives (debian_install); neither role
+    holds a copy of a package, a Debian unit or a binary."""
+    monitoring_host = debian_install(["prometheus", "alertmanager", "blackbox", "cluster_exporter"])
+    every_host = debian_install(["node_exporter"])
+    assert monitoring_host["packages"] + every_host["packages"] == list(PACKAGES)
+    assert [mask["path"] for mask in monitoring_host["masks"] + every_host["masks"]] == [
+        f"/etc/systemd/system/{unit}.service" for unit in DEBIAN_UNITS
+    ]
+    assert monitoring_host["binaries"] + every_host["binaries"] == list(BINARIES.values())
+    roles = Path(__file__).resolve().parents[1] / "roles"
+    for role in ("monitoring", "node_exporter"):
+        for path in sorted((roles / role).glob("*/*.yml")):
+            if path.parent.name == "meta":
+                continue  # the argument specs' descriptions name the package
+            text = path.read_text()
+            for package in PACKAGES:  # a list item or apt's name, not the group prometheus
+                assert f"- {package}\n" not in text and f"name: {package}\n" not in text
+            for unit in DEBIAN_UNITS:
+                assert f"/{unit}.service" not in text, (path, unit)
+            for binary in BINARIES.values():
+                assert binary not in text, (path, binary)

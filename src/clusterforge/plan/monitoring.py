@@ -323,6 +323,29 @@ def _restart_paths(targets: Sequence[ClusterTarget]) -> dict[str, list[str]]:
     }
 
 
+# The monitoring host's parts; the node exporter, on every host, is the last of BINARIES.
+_MONITORING_HOST_PARTS = ("prometheus", "alertmanager", "blackbox", "cluster_exporter")
+
+
+def debian_install(parts: Sequence[str]) -> dict[str, list[Any]]:
+    """What a role installs for ``parts`` (keys of BINARIES): Debian's packages, its units
+    to mask first (links to /dev/null, so no package starts with Debian's defaults), and
+    the binaries whose presence spares asking apt. BINARIES, PACKAGES and DEBIAN_UNITS
+    list the parts in one order; the roles hold no copy of them."""
+    index = {part: position for position, part in enumerate(BINARIES)}
+    return {
+        "packages": [PACKAGES[index[part]] for part in parts],
+        "masks": [
+            {
+                "path": f"/etc/systemd/system/{DEBIAN_UNITS[index[part]]}.service",
+                "target": "/dev/null",
+            }
+            for part in parts
+        ],
+        "binaries": [BINARIES[part] for part in parts],
+    }
+
+
 def _node_exporter(
     settings: MonitoringSettings,
     node_exporters: Sequence[tuple[str, str]],
@@ -346,6 +369,7 @@ def _node_exporter(
             for host, address in node_exporters
         },
         "unit_name": UNITS["node_exporter"],
+        "install": debian_install(["node_exporter"]),
         "dir": NODE_EXPORTER_DIR,
         "cert": PATHS["node_cert"],
         "key": PATHS["node_key"],
@@ -408,6 +432,7 @@ def plan_monitoring(
     return {
         "files": files,
         "units": [UNITS["prometheus"], UNITS["alertmanager"], UNITS["blackbox"]],
+        "install": debian_install(_MONITORING_HOST_PARTS),
         "cluster_exporters": [
             f"{UNITS['cluster_exporter']}{target.inventory_name}" for target in targets
         ],
