@@ -42,6 +42,7 @@ from clusterforge.plan.alerting import (
     alertmanager_config,
     alertmanager_secret_files,
 )
+from clusterforge.plan.host_groups import HOST_GROUPS
 from clusterforge.plan.model_checks import schema_problem
 from clusterforge.plan.monitoring_config import (
     BINARIES,
@@ -73,7 +74,6 @@ from clusterforge.plan.monitoring_config import (
     token_file,
 )
 from clusterforge.plan.monitoring_inputs import (
-    HOST_GROUPS,
     NO_CLUSTER,
     MonitoringInputs,
     build_host_alerting,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.alerting import Alerting, build_alerting
+from clusterforge.plan.host_groups import HOST_GROUPS
 from clusterforge.plan.monitoring_config import MonitoringSettings, ServiceEndpoint
 from clusterforge.plan.monitoring_user import GROUP, PREFIX
 from clusterforge.schema import load_schema
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
 
 # Groups whose hosts run a node exporter (every host the toolkit deploys).
-HOST_GROUPS = ("opensearch", "dashboards", "postgresql", "user_directory", "order_service", GROUP)
 # Per host: where its node exporter listens, when ansible_host is no address of the host.
 NODE_EXPORTER_ADDRESS = "monitoring_node_exporter_address"
 NODE_STATE = "opensearch_node_state"
