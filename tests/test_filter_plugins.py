@@ -29,3 +29,24 @@ def test_installed_plugins_are_named_by_their_directory_with_the_descriptor_vers
         "gone": "",
     }
     assert "clusterforge_installed_plugins" in load_filters().FilterModule().filters()
+
+
+def test_the_host_groups_are_named_once_and_the_playbooks_ask_for_them() -> None:
+    """clusterforge.plan.host_groups names the groups the toolkit deploys; the playbooks
+    that reach them or run the node exporter on them take them from the filter, and hold
+    no list of their own (three lists, in two orders, before)."""
+    from pathlib import Path
+
+    from clusterforge.plan.host_groups import HOST_GROUPS
+
+    host_groups = load_filters().FilterModule().filters()["clusterforge_host_groups"]
+    inventory = {"all": [], "ungrouped": [], "opensearch": ["os-1"], "monitoring": ["mon-1"]}
+    assert host_groups(inventory) == ["opensearch", "monitoring"]
+    # opensearch always: the check refused an inventory without it before any pattern.
+    assert host_groups({"order_service": ["app-1"]}) == ["opensearch", "order_service"]
+    assert host_groups({group: [] for group in HOST_GROUPS}) == list(HOST_GROUPS)
+    playbooks = Path(__file__).resolve().parents[1] / "playbooks"
+    for name in ("site.yml", "rotate_certs.yml", "monitoring.yml"):
+        text = (playbooks / name).read_text()
+        assert "clusterforge.stack.clusterforge_host_groups" in text, name
+        assert "'order_service', " not in text and "'postgresql', " not in text, name

@@ -26,14 +26,22 @@ from clusterforge.pki.hashing import verify_password
 from clusterforge.plan.alerting import build_alerting
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.monitoring import (
+    BINARIES,
     CONFIG_DIR,
+    DEBIAN_UNITS,
     MONITOR_ROLE,
+    PACKAGES,
     MonitoringSettings,
     ServiceEndpoint,
+    check_monitoring,
+    debian_install,
     plan_monitoring,
     plan_monitoring_user,
 )
+from clusterforge.plan.monitoring_inputs import more_than_one_host
 from clusterforge.plan.plan import build_plan
+from clusterforge.plan.tls_profile import TlsProfile, default_profile
+from clusterforge.schema import undeclared_variable
 
 PASSWORDS = {
     "admin": "Unit-Admin-7c1e",
@@ -463,3 +471,67 @@ def test_the_tls_lab_schedules_snapshots() -> None:
     assert schedule is not None
     # Every 5 minutes: status, and the age alert with it, allow two periods and a minute.
     assert schedule["allowed_age_seconds"] == 2 * 300 + 60
+
+
+def test_the_check_words_an_unknown_variable_as_the_schema_does(tmp_path: Path) -> None:
+    """One wording of an undeclared variable (clusterforge.schema.undeclared_variable),
+    the monitoring's check included, not a copy of its did-you-mean."""
+    cluster = build_cluster(nodes(tmp_path))
+    problems = check_monitoring(
+        cluster,
+        nodes(tmp_path),
+        [("mon-1", {"monitoring_nothing_like_this": 1, "monitoring_retentoin": "5d"})],
+        inventory_dir=tmp_path,
+    )
+    assert problems == [
+        f"mon-1: {undeclared_variable('monitoring_nothing_like_this', 'monitoring_')}",
+        "mon-1: monitoring_retentoin is not a variable; did you mean monitoring_retention?",
+    ]
+    assert "the monitoring_* variables are listed in docs/variables.md" in problems[0]
+
+
+def test_the_check_and_the_plan_refuse_a_second_monitoring_host_in_one_wording(
+    tmp_path: Path,
+) -> None:
+    cluster = build_cluster(nodes(tmp_path))
+    two = [("mon-1", {}), ("mon-2", {})]
+    checked = check_monitoring(cluster, nodes(tmp_path), two, inventory_dir=tmp_path)
+    assert checked == [more_than_one_host(["mon-1", "mon-2"])]
+    assert "put one host in the group monitoring" in checked[0]
+
+
+def test_the_cluster_names_its_tls_profile_once(tmp_path: Path) -> None:
+    """Cluster.tls_profile: the profile every listener takes (monitoring, the security
+    files' LDAP, the proxies' check), from opensearch_tls_* as the inventory gives them."""
+    only13 = [
+        (host, {**variables, "opensearch_tls_protocols": ["TLSv1.3"]})
+        for host, variables in nodes(tmp_path)
+    ]
+    assert build_cluster(only13).tls_profile == TlsProfile.of(
+        ["TLSv1.3"], default_profile().ciphers
+    )
+    assert build_cluster(nodes(tmp_path)).tls_profile == default_profile()
+
+
+def test_the_debian_packages_and_units_are_named_in_python_only() -> None:
+    """The roles install what the plan's ``install`` gives (debian_install); neither role
+    holds a copy of a package, a Debian unit or a binary."""
+    monitoring_host = debian_install(["prometheus", "alertmanager", "blackbox", "cluster_exporter"])
+    every_host = debian_install(["node_exporter"])
+    assert monitoring_host["packages"] + every_host["packages"] == list(PACKAGES)
+    assert [mask["path"] for mask in monitoring_host["masks"] + every_host["masks"]] == [
+        f"/etc/systemd/system/{unit}.service" for unit in DEBIAN_UNITS
+    ]
+    assert monitoring_host["binaries"] + every_host["binaries"] == list(BINARIES.values())
+    roles = Path(__file__).resolve().parents[1] / "roles"
+    for role in ("monitoring", "node_exporter"):
+        for path in sorted((roles / role).glob("*/*.yml")):
+            if path.parent.name == "meta":
+                continue  # the argument specs' descriptions name the package
+            text = path.read_text()
+            for package in PACKAGES:  # a list item or apt's name, not the group prometheus
+                assert f"- {package}\n" not in text and f"name: {package}\n" not in text
+            for unit in DEBIAN_UNITS:
+                assert f"/{unit}.service" not in text, (path, unit)
+            for binary in BINARIES.values():
+                assert binary not in text, (path, binary)

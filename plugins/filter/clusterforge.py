@@ -10,6 +10,9 @@
   users the cluster has that the inventory does not manage (created through the REST API).
 - ``clusterforge_console_config(settings, backend_password)``: the console's
   opensearch_dashboards.yml from its planned settings.
+- ``clusterforge_host_groups(groups)``: the groups whose hosts the toolkit deploys that
+  the inventory has (``opensearch`` always first), for a play's host pattern
+  (clusterforge.plan.host_groups: the groups are named there once).
 - ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
   ``{name: content}`` mapping as entries of the clusterforge_files module.
 
@@ -42,6 +45,7 @@ try:
         parse_digest_marker,
     )
     from clusterforge.plan.console import render_console_config
+    from clusterforge.plan.host_groups import present_host_groups
     from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
 
     CLUSTERFORGE_IMPORT_ERROR = None
@@ -82,6 +86,11 @@ def clusterforge_plugin_changes(
 def clusterforge_console_config(settings: dict[str, Any], backend_password: str | None) -> str:
     """The console's opensearch_dashboards.yml (clusterforge.plan.console.render_console_config)."""
     return render_console_config(settings, backend_password)
+
+
+def clusterforge_host_groups(groups: Mapping[str, Any]) -> list[str]:
+    """The toolkit's host groups the inventory has (``groups``: Ansible's magic variable)."""
+    return present_host_groups(groups)
 
 
 def clusterforge_file_entries(
@@ -128,6 +137,7 @@ class FilterModule:
             "clusterforge_installed_plugins": _needing_library(clusterforge_installed_plugins),
             "clusterforge_plugin_changes": _needing_library(clusterforge_plugin_changes),
             "clusterforge_console_config": _needing_library(clusterforge_console_config),
+            "clusterforge_host_groups": _needing_library(clusterforge_host_groups),
             # Plain data shaping: no library needed.
             "clusterforge_file_entries": clusterforge_file_entries,
         }

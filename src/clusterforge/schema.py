@@ -330,10 +330,18 @@ def unknown_variable(name: str, schema: Schema | None = None) -> str | None:
     schema = schema or load_schema()
     if not name.startswith(schema.checked_prefixes) or name in schema.variables:
         return None
-    matches = difflib.get_close_matches(name, list(schema.variables), n=1, cutoff=0.75)
+    prefix = next(p for p in schema.checked_prefixes if name.startswith(p))
+    return undeclared_variable(name, prefix, schema)
+
+
+def undeclared_variable(name: str, prefix: str, schema: Schema | None = None) -> str:
+    """The one wording of a variable the schema does not declare: the closest declared
+    name of its ``prefix`` (a typo), else where the ``prefix*`` variables are listed."""
+    schema = schema or load_schema()
+    known = [declared for declared in schema.variables if declared.startswith(prefix)]
+    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     if matches:
         return f"{name} is not a variable; did you mean {matches[0]}?"
-    prefix = next(p for p in schema.checked_prefixes if name.startswith(p))
     return (
         f"{name} is not a variable; remove it (the {prefix}* variables are listed in "
         "docs/variables.md)"

@@ -50,7 +50,6 @@ from clusterforge.plan.monitoring_user import toolkit_user as monitoring_toolkit
 from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch
 from clusterforge.plan.orders_search import toolkit_user as orders_toolkit_user
 from clusterforge.plan.snapshot_schedule import toolkit_user as snapshot_toolkit_user
-from clusterforge.plan.tls_profile import TlsProfile
 from clusterforge.plan.toolkit_users import ToolkitUser
 from clusterforge.plan.toolkit_users import security_additions as toolkit_security_additions
 
@@ -207,7 +206,7 @@ def plan_security_files(
             cluster.ldap,
             config_dir=cluster.config_dir,
             internal_users=[*PREDEFINED_USER_NAMES, *(str(user["name"]) for user in users)],
-            tls=TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers),
+            tls=cluster.tls_profile,
         )
     rendered = render_cluster_security(
         pki_dir=Path(pki.pki_dir),

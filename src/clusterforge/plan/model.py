@@ -40,6 +40,7 @@ from clusterforge.plan.model_checks import (
     seconds,
 )
 from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, cluster_managers_down_budget
+from clusterforge.plan.tls_profile import TlsProfile, default_profile
 from clusterforge.schema import as_int, load_schema, normalized, unknown_variables
 
 SECURITY_MODES = ("open", "tls", "basic")
@@ -189,6 +190,14 @@ class Cluster:
     state_dir: str = "/var/lib/clusterforge/opensearch"
     # The company directory (clusterforge.plan.ldap), None when opensearch_ldap_enabled is false.
     ldap: LdapDirectory | None = None
+
+    @property
+    def tls_profile(self) -> TlsProfile:
+        """The one TLS profile every listener of the toolkit offers (clusterforge.plan.tls_profile);
+        a Cluster built by hand without one has the schema's default."""
+        if not self.tls_protocols:
+            return default_profile()
+        return TlsProfile.of(self.tls_protocols, self.tls_ciphers)
 
     @property
     def zones(self) -> tuple[str, ...]:

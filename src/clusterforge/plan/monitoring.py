@@ -29,7 +29,6 @@ no_log; no rendered configuration holds one (each names a ``*_file``).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from clusterforge.plan.alerting import (
     alertmanager_config,
     alertmanager_secret_files,
 )
+from clusterforge.plan.host_groups import HOST_GROUPS
 from clusterforge.plan.model_checks import schema_problem
 from clusterforge.plan.monitoring_config import (
     BINARIES,
@@ -74,9 +74,10 @@ from clusterforge.plan.monitoring_config import (
     token_file,
 )
 from clusterforge.plan.monitoring_inputs import (
-    HOST_GROUPS,
+    NO_CLUSTER,
     MonitoringInputs,
     build_host_alerting,
+    more_than_one_host,
     read_monitoring_inputs,
 )
 from clusterforge.plan.monitoring_user import (
@@ -95,7 +96,7 @@ from clusterforge.plan.monitoring_user import (
     toolkit_user,
 )
 from clusterforge.plan.tls_profile import TlsProfile
-from clusterforge.schema import load_schema
+from clusterforge.schema import load_schema, undeclared_variable
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -322,6 +323,29 @@ def _restart_paths(targets: Sequence[ClusterTarget]) -> dict[str, list[str]]:
     }
 
 
+# The monitoring host's parts; the node exporter, on every host, is the last of BINARIES.
+_MONITORING_HOST_PARTS = ("prometheus", "alertmanager", "blackbox", "cluster_exporter")
+
+
+def debian_install(parts: Sequence[str]) -> dict[str, list[Any]]:
+    """What a role installs for ``parts`` (keys of BINARIES): Debian's packages, its units
+    to mask first (links to /dev/null, so no package starts with Debian's defaults), and
+    the binaries whose presence spares asking apt. BINARIES, PACKAGES and DEBIAN_UNITS
+    list the parts in one order; the roles hold no copy of them."""
+    index = {part: position for position, part in enumerate(BINARIES)}
+    return {
+        "packages": [PACKAGES[index[part]] for part in parts],
+        "masks": [
+            {
+                "path": f"/etc/systemd/system/{DEBIAN_UNITS[index[part]]}.service",
+                "target": "/dev/null",
+            }
+            for part in parts
+        ],
+        "binaries": [BINARIES[part] for part in parts],
+    }
+
+
 def _node_exporter(
     settings: MonitoringSettings,
     node_exporters: Sequence[tuple[str, str]],
@@ -345,6 +369,7 @@ def _node_exporter(
             for host, address in node_exporters
         },
         "unit_name": UNITS["node_exporter"],
+        "install": debian_install(["node_exporter"]),
         "dir": NODE_EXPORTER_DIR,
         "cert": PATHS["node_cert"],
         "key": PATHS["node_key"],
@@ -366,7 +391,7 @@ def plan_monitoring(
 ) -> dict[str, Any]:
     """The monitoring host's files (secrets marked) and what the role and the lab read."""
     targets = _checked_targets(settings, cluster)
-    profile = TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers)
+    profile = cluster.tls_profile
     planned_alerting = alerting_files(
         alerting, expected_nodes=len(cluster.nodes), secrets=alerting_secrets
     )
@@ -407,6 +432,7 @@ def plan_monitoring(
     return {
         "files": files,
         "units": [UNITS["prometheus"], UNITS["alertmanager"], UNITS["blackbox"]],
+        "install": debian_install(_MONITORING_HOST_PARTS),
         "cluster_exporters": [
             f"{UNITS['cluster_exporter']}{target.inventory_name}" for target in targets
         ],
@@ -463,11 +489,7 @@ def check_monitoring(
         return []
     problems: list[str] = []
     if len(monitoring_vars) > 1:
-        names = ", ".join(host for host, _variables in monitoring_vars)
-        return [
-            f"the monitoring group holds {names}; monitoring runs on exactly one host: put "
-            "one host in the group monitoring"
-        ]
+        return [more_than_one_host([host for host, _variables in monitoring_vars])]
     host, variables = monitoring_vars[0]
     declared = load_schema().variables
     named_secrets = _secret_variable_names(variables.get(RECEIVERS))
@@ -475,13 +497,13 @@ def check_monitoring(
         if name in named_secrets:
             continue  # a receiver's secret, by the name its *_var gives
         if name not in declared:
-            problems.append(f"{host}: {_unknown(name, declared)}")
+            problems.append(f"{host}: {undeclared_variable(name, PREFIX)}")
         elif variables[name] is not None and (problem := schema_problem(name, variables[name])):
             problems.append(f"{host}: {problem}")
     if problems:  # the checks below read the values as the schema declares them
         return problems
     if cluster is None:
-        return ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
+        return [NO_CLUSTER]
     settings = MonitoringSettings.of(host, host, variables)
     problems += _listener_clashes(settings)
     for check in (
@@ -506,14 +528,6 @@ def _secret_variable_names(receivers: Any) -> set[str]:
             if isinstance(body, Mapping):
                 names.update(str(v) for k, v in body.items() if str(k).endswith("_var"))
     return names
-
-
-def _unknown(name: str, declared: Mapping[str, Any]) -> str:
-    known = [known for known in declared if known.startswith(PREFIX)]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-    if close:
-        return f"{name} is not a variable; did you mean {close[0]}?"
-    return f"{name} is not a variable; remove it (docs/variables.md lists the monitoring_* ones)"
 
 
 def _listener_clashes(settings: MonitoringSettings) -> list[str]:

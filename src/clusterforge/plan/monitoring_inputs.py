@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.plan.alerting import Alerting, build_alerting
+from clusterforge.plan.host_groups import HOST_GROUPS
 from clusterforge.plan.monitoring_config import MonitoringSettings, ServiceEndpoint
 from clusterforge.plan.monitoring_user import GROUP, PREFIX
 from clusterforge.plan.snapshot_schedule import declared_schedule
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
 
 # Groups whose hosts run a node exporter (every host the toolkit deploys).
-HOST_GROUPS = ("opensearch", "dashboards", "postgresql", "user_directory", "order_service", GROUP)
 # Per host: where its node exporter listens, when ansible_host is no address of the host.
 NODE_EXPORTER_ADDRESS = "monitoring_node_exporter_address"
 NODE_STATE = "opensearch_node_state"
@@ -78,6 +78,18 @@ def _address(source: Any, name: str) -> str:
     return str(found or name)
 
 
+def more_than_one_host(names: Sequence[str]) -> str:
+    """The refusal of a monitoring group of several hosts (the inventory check's and the
+    plan's one wording)."""
+    return (
+        f"the monitoring group holds {', '.join(names)}; monitoring runs on exactly one "
+        "host: put one host in the group monitoring"
+    )
+
+
+NO_CLUSTER = "the monitoring group needs the cluster it watches: the group opensearch is empty"
+
+
 def _monitoring_host(source: Any) -> str | None:
     """The one host of the group monitoring (None without one); more than one, or one
     without a cluster, is refused."""
@@ -85,16 +97,9 @@ def _monitoring_host(source: Any) -> str | None:
     if not monitoring_hosts:
         return None
     if len(monitoring_hosts) > 1:
-        raise InventoryError(
-            [
-                f"the monitoring group holds {', '.join(monitoring_hosts)}; monitoring runs on "
-                "exactly one host: put one host in the group monitoring"
-            ]
-        )
+        raise InventoryError([more_than_one_host(monitoring_hosts)])
     if not source.hosts("opensearch"):
-        raise InventoryError(
-            ["the monitoring group needs the cluster it watches: the group opensearch is empty"]
-        )
+        raise InventoryError([NO_CLUSTER])
     return monitoring_hosts[0]
 
 

@@ -111,17 +111,6 @@ class TlsProfile:
             config["max_version"] = "TLS12"
         return config
 
-    def postgresql_settings(self) -> dict[str, str]:
-        """postgresql.conf's lines: the oldest version and TLS 1.2's suites."""
-        return {
-            "ssl_min_protocol_version": _OPENSSL_VERSIONS[self.oldest_protocol],
-            "ssl_ciphers": ":".join(self.tls12_openssl_ciphers) or "ECDHE+AESGCM:ECDHE+CHACHA20",
-        }
-
-    def openssl_cipher_string(self) -> str:
-        """One OpenSSL cipher string of TLS 1.2's suites (slapd, nginx's ssl_ciphers)."""
-        return ":".join(self.tls12_openssl_ciphers)
-
     def gnutls_priority(self) -> str:
         """A GnuTLS priority string (slapd's TLSCipherSuite): the profile's versions, its
         AEAD ciphers and ECDHE key exchange only. Without it Debian's slapd offered TLS 1.0,

@@ -56,7 +56,7 @@ from clusterforge.plan.services_plan import (
     with_search_password,
 )
 from clusterforge.plan.snapshots import plan_snapshots
-from clusterforge.plan.tls_profile import TlsProfile, default_profile
+from clusterforge.plan.tls_profile import default_profile
 from clusterforge.plan.tls_proxy import check_tls_proxies
 
 
@@ -189,11 +189,7 @@ def validate_inventory(
     problems.extend(
         check_monitoring(cluster, nodes_vars, monitoring_vars, inventory_dir=inventory_dir)
     )
-    profile = (
-        TlsProfile.of(cluster.tls_protocols, cluster.tls_ciphers)
-        if cluster is not None and cluster.tls_protocols
-        else default_profile()
-    )
+    profile = cluster.tls_profile if cluster is not None else default_profile()
     problems.extend(
         check_tls_proxies(
             services_vars, tls_protocols=profile.protocols, tls_ciphers=profile.ciphers
