@@ -5,6 +5,11 @@ run on the lab (scripts/drill --faults all, docs/resilience.md)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,11 @@ from clusterforge.testing.resilience import (
     DrillResult,
     alert_summary,
     alerts_settled,
+    describe_processes,
+    kill_tree,
     parse_faults,
+    processes,
+    still_running,
     table,
 )
 
@@ -76,3 +85,63 @@ def test_the_table_has_a_row_per_drill_and_says_why_one_failed() -> None:
     assert len(rows) == 4
     assert rows[2].startswith("| crash-all |") and rows[2].endswith("| pass |")
     assert "FAIL: finding: lost acknowledged ids [7, 9]" in rows[3]
+
+
+# -- the toolkit killed: every process of the run (issue 50, finding 2) ---------------
+
+# A playbook's shape: the main process in a session of its own (the drill starts it so),
+# a worker that calls setsid (ansible's workers do), and under it a client in yet another
+# session (mitogen's ssh clients do). Each writes its pid; all sleep.
+TREE = """
+import os, subprocess, sys, time
+out = sys.argv[1]
+depth = int(sys.argv[2])
+open(f"{out}.{depth}", "w").write(str(os.getpid()))
+if depth < 2:
+    subprocess.Popen([sys.executable, __file__, out, str(depth + 1)], start_new_session=True)
+time.sleep(120)
+"""
+
+
+def start_tree(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
+    script = tmp_path / "tree.py"
+    script.write_text(TREE)
+    out = tmp_path / "pid"
+    root = subprocess.Popen([sys.executable, str(script), str(out), "0"], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not all(Path(f"{out}.{depth}").exists() for depth in range(3)):
+        assert time.monotonic() < deadline, "the process tree did not start"
+        time.sleep(0.05)
+    time.sleep(0.1)  # the pid files are written; let the last one close
+    return root, [int(Path(f"{out}.{depth}").read_text()) for depth in range(3)]
+
+
+def alive(pid: int) -> bool:
+    entry = processes().get(pid)
+    return entry is not None and entry.state != "Z"
+
+
+def test_a_group_kill_misses_the_processes_in_sessions_of_their_own(tmp_path: Path) -> None:
+    # What the drill did before: killpg of the playbook's group.
+    root, pids = start_tree(tmp_path)
+    try:
+        os.killpg(root.pid, signal.SIGKILL)
+        root.wait(timeout=10)
+        time.sleep(0.2)
+        assert [alive(pid) for pid in pids] == [False, True, True]
+    finally:
+        for pid in pids[1:]:
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_drills_kill_reaches_every_process_of_the_tree(tmp_path: Path) -> None:
+    root, pids = start_tree(tmp_path)
+    killed = kill_tree(root.pid)
+    root.wait(timeout=10)
+    assert sorted(process.pid for process in killed) == sorted(pids)
+    deadline = time.monotonic() + 10
+    while still_running(killed):
+        assert time.monotonic() < deadline, f"still running: {still_running(killed)}"
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in pids)
+    assert describe_processes(killed).startswith("3 processes in 3 sessions (python")

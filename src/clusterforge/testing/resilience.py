@@ -702,25 +702,192 @@ def _playbook(lab: DrillLab, playbook: str, *extra: str) -> subprocess.Popen[str
     )
 
 
-def _kill_group(process: subprocess.Popen[Any], inventory: Path | None = None) -> None:
-    """SIGKILL the playbook and everything it started: the controller dying. With mitogen
-    the connection multiplexer, forked by ansible-playbook, runs in a session of its own
-    (measured: it outlived the group's kill), so the ansible-playbook processes on this
-    lab's inventory are killed by their pids as well."""
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
-    if inventory is None:
-        return
+@dataclass(frozen=True)
+class RunningProcess:
+    """One process as /proc/<pid>/stat tells it."""
+
+    pid: int
+    parent: int
+    session: int
+    started: str  # clock ticks after boot: with the pid, names the process for good
+    state: str
+    name: str
+
+
+def processes() -> dict[int, RunningProcess]:
+    """Every process of the host now (the containers' too: they share its kernel)."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        with suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            table[int(entry.name)] = RunningProcess(
+                pid=int(entry.name),
+                parent=int(fields[1]),
+                session=int(fields[3]),
+                started=fields[19],
+                state=fields[0],
+                name=name,
+            )
+    return table
+
+
+def process_tree(root: int, table: dict[int, RunningProcess]) -> list[RunningProcess]:
+    """``root`` and every process under it by parent pid, whatever its session."""
+    children: dict[int, list[int]] = {}
+    for process in table.values():
+        children.setdefault(process.parent, []).append(process.pid)
+    tree: dict[int, RunningProcess] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in tree or pid not in table:
+            continue
+        tree[pid] = table[pid]
+        todo.extend(children.get(pid, []))
+    return list(tree.values())
+
+
+def kill_tree(root: int) -> list[RunningProcess]:
+    """SIGKILL ``root`` and everything it started: the controller dying at once.
+
+    By the process tree, not the process group: ansible's workers call setsid, and so do
+    the ssh clients mitogen's multiplexer starts, so a group kill missed them (issue 50,
+    finding 2: the multiplexer outlived the playbook's group). The tree is stopped first
+    (SIGSTOP, again until it no longer grows: a stopped process forks nothing more, and a
+    child is not reparented away before it is seen), then every process gets SIGKILL.
+    Returns the processes killed."""
+    stopped: dict[int, RunningProcess] = {}
+    for _round in range(100):
+        fresh = [p for p in process_tree(root, processes()) if p.pid not in stopped]
+        if not fresh:
+            break
+        for process in fresh:
+            with suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGSTOP)
+            stopped[process.pid] = process
+    for process in stopped.values():
+        with suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    return list(stopped.values())
+
+
+def still_running(killed: Sequence[RunningProcess]) -> list[RunningProcess]:
+    """Those of ``killed`` that run still (the same pid and start; zombies do not run)."""
+    table = processes()
+    return [
+        process
+        for process in killed
+        if (now := table.get(process.pid)) is not None
+        and now.started == process.started
+        and now.state != "Z"
+    ]
+
+
+def describe_processes(killed: Sequence[RunningProcess]) -> str:
+    """``N processes in M sessions (ansible-playbook x5, ssh x3)``."""
+    names: dict[str, int] = {}
+    for process in killed:
+        names[process.name] = names.get(process.name, 0) + 1
+    listed = ", ".join(f"{name} x{count}" for name, count in sorted(names.items()))
+    sessions = len({process.session for process in killed})
+    return f"{len(killed)} processes in {sessions} sessions ({listed})"
+
+
+# What mitogen names the interpreter it starts on a host (python3(mitogen:root@host:pid)).
+MITOGEN_CONTEXT = b"(mitogen:"
+
+
+def remote_contexts(lab_dir: Path) -> list[RunningProcess]:
+    """The mitogen interpreters running in this lab's containers, found by their cgroup
+    (the container's id) and their name."""
+    listed = subprocess.run(  # noqa: S603
+        [  # noqa: S607
+            "docker",
+            "ps",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            f"label=clusterforge.lab.dir={lab_dir}",
+        ],
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    ids = listed.stdout.split()
+    if not ids:
+        return []
+    found = []
+    for process in processes().values():
         with suppress(OSError):
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-            if any(word.endswith(b"ansible-playbook") for word in words[:2]) and (
-                str(inventory).encode() in words
-            ):
-                os.kill(int(entry.name), signal.SIGKILL)
+            argv0 = (Path("/proc") / str(process.pid) / "cmdline").read_bytes().split(b"\0")[0]
+            if MITOGEN_CONTEXT not in argv0:
+                continue
+            cgroup = (Path("/proc") / str(process.pid) / "cgroup").read_text()
+            if any(container_id in cgroup for container_id in ids):
+                found.append(process)
+    return found
+
+
+@dataclass
+class KilledRun:
+    """What a drill's kill of a playbook reached, and what of it ran on in the lab."""
+
+    killed: list[RunningProcess]
+    remote: list[RunningProcess]
+
+
+def kill_run(
+    context: DrillContext, process: subprocess.Popen[Any], lab_dir: Path | None = None
+) -> KilledRun:
+    """The playbook (or scripts/up) and everything it started SIGKILLed, the kill checked:
+    none of those processes runs on (within 30 s). The mitogen interpreters it had
+    started in the lab's containers are noted: they end by themselves once their ssh
+    session is gone, as on a real controller's death; :func:`remote_ended` checks that."""
+    killed = kill_tree(process.pid)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=60)
+    try:
+        wait_until(
+            "every process of the killed run to end",
+            lambda: not still_running(killed),
+            timeout=30,
+            every=0.5,
+        )
+        left: list[RunningProcess] = []
+    except DrillStepError:
+        left = still_running(killed)
+    context.result.checks["the kill reached every process of the run"] = not left
+    remote = remote_contexts(lab_dir) if lab_dir is not None else []
+    context.step(
+        f"killed {describe_processes(killed)}; left running: "
+        f"{describe_processes(left) if left else 'none'}; "
+        f"its mitogen interpreters in the lab's containers: {len(remote)}"
+    )
+    return KilledRun(killed=killed, remote=remote)
+
+
+def remote_ended(context: DrillContext, run: KilledRun) -> None:
+    """The killed run's mitogen interpreters in the containers have ended (checked after
+    the rerun, so that the rerun starts as soon as an operator's would)."""
+    try:
+        wait_until(
+            "the killed run's mitogen interpreters in the lab to end",
+            lambda: not still_running(run.remote),
+            timeout=60,
+        )
+        left: list[RunningProcess] = []
+    except DrillStepError:
+        left = still_running(run.remote)
+    context.result.checks["nothing of the killed run left running in the lab"] = not left
+    context.step(
+        f"the killed run's {len(run.remote)} mitogen interpreters in the lab: "
+        + (f"{len(left)} still running {[p.pid for p in left]}" if left else "all ended")
+    )
 
 
 def _persistent(lab: DrillLab) -> dict[str, Any]:
@@ -733,7 +900,7 @@ def _run_to_end(context: DrillContext, command: Callable[[], subprocess.Popen[st
     try:
         code = process.wait(timeout=1800)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_tree(process.pid)
         raise DrillStepError("the rerun did not finish within 1800s") from None
     context.result.checks["the rerun succeeded"] = code == 0
     context.step(f"rerun ended with {code}")
@@ -754,8 +921,8 @@ def drill_kill_rolling_restart(context: DrillContext) -> None:
     try:
         wait_until("a node down with allocation held", node_down_with_allocation_held, timeout=900)
     finally:
-        context.step("SIGKILL of ansible-playbook")
-        _kill_group(process, lab.repo / "inventories" / "lab")
+        context.step("SIGKILL of ansible-playbook and everything it started")
+        killed = kill_run(context, process, lab.repo / "inventories" / "lab")
     status = _status_output(lab)
     named = "cluster.routing.allocation.enable" in status and ROLLING_RESTART_PLAYBOOK in status
     context.result.checks["scripts/status names what was left and how to finish"] = named
@@ -763,6 +930,7 @@ def drill_kill_rolling_restart(context: DrillContext) -> None:
     context.step(f"rerunning {ROLLING_RESTART_PLAYBOOK}")
     _run_to_end(context, lambda: _playbook(lab, ROLLING_RESTART_PLAYBOOK))
     context.healed = time.time()
+    remote_ended(context, killed)
     context.result.checks["allocation released"] = (
         "cluster.routing.allocation.enable" not in _persistent(lab)
     )
@@ -813,7 +981,7 @@ def drill_kill_scale_in(context: DrillContext) -> None:
     finally:
         pids = _playbook_pids(process.pid)
         context.step(f"SIGKILL of ansible-playbook {pids} and the run around it")
-        _kill_group(process, lab.repo / "inventories" / "lab")
+        killed = kill_run(context, process, lab.repo / "inventories" / "lab")
     left = {k: v for k, v in _persistent(lab).items() if "exclude" in k}
     context.step(f"left behind: {left}")
     status = _status_output(lab)
@@ -823,6 +991,7 @@ def drill_kill_scale_in(context: DrillContext) -> None:
     context.step(f"rerunning scripts/up --nodes {count} (site.yml)")
     _run_to_end(context, lambda: _lab_up(lab, "--nodes", count))
     context.healed = time.time()
+    remote_ended(context, killed)
     context.result.checks["exclusion cleared"] = not exclusion_set()
     # lab.json now has one node fewer.
     lab.facts = json.loads((lab.repo / "inventories" / "lab" / "lab.json").read_text())
