@@ -145,3 +145,56 @@ def test_the_drills_kill_reaches_every_process_of_the_tree(tmp_path: Path) -> No
         time.sleep(0.1)
     assert not any(alive(pid) for pid in pids)
     assert describe_processes(killed).startswith("3 processes in 3 sessions (python")
+
+
+# -- where the playbooks run: the lab, or the tls molecule scenario (CI) ---------------
+
+
+def test_on_the_lab_the_playbooks_run_with_the_checkout_s_config(tmp_path: Path) -> None:
+    lab = DrillLab(facts={"nodes": []}, repo=tmp_path)
+    argv, env = lab.playbook_command("playbooks/rolling_restart.yml")
+    assert argv[1:] == [
+        "-i",
+        str(tmp_path / "inventories" / "lab"),
+        str(tmp_path / "playbooks" / "rolling_restart.yml"),
+    ]
+    assert env["ANSIBLE_CONFIG"] == str(tmp_path / "ansible.cfg")
+    assert lab.playbook_log == tmp_path / "inventories" / "lab" / "drill-playbook.log"
+
+
+def test_on_another_cluster_they_run_with_its_inventory_and_extra_vars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_CONFIG", "/molecule/ansible.cfg")
+    lab = DrillLab(
+        facts={"nodes": []},
+        repo=tmp_path,
+        inventory=tmp_path / "inventory.yml",
+        extra_vars=(tmp_path / "changed_passwords.yml",),
+        log_dir=tmp_path / "ephemeral",
+    )
+    argv, env = lab.playbook_command("playbooks/rolling_restart.yml")
+    assert argv[1:] == [
+        "-i",
+        str(tmp_path / "inventory.yml"),
+        "-e",
+        f"@{tmp_path / 'changed_passwords.yml'}",
+        str(tmp_path / "playbooks" / "rolling_restart.yml"),
+    ]
+    # Molecule's environment names its own ansible.cfg: kept.
+    assert env["ANSIBLE_CONFIG"] == "/molecule/ansible.cfg"
+    assert lab.playbook_log == tmp_path / "ephemeral" / "drill-playbook.log"
+
+
+def test_the_cluster_s_containers_are_the_nodes_and_the_services_one() -> None:
+    facts = {
+        "nodes": [{"name": "n1", "address": "127.0.0.31", "url": "https://127.0.0.31:9200"}],
+        "containers": {"n1": "cf-tls-1"},
+        "orders_container": "cf-tls-1",
+    }
+    assert DrillLab(facts=facts, repo=Path()).containers == ["cf-tls-1"]
+    lab_facts = {"nodes": [{"name": "opensearch-1", "address": "127.0.0.11", "url": "u"}]}
+    assert DrillLab(facts=lab_facts, repo=Path()).containers == [
+        "clusterforge-lab-opensearch-1",
+        "clusterforge-lab-apps-1",
+    ]

@@ -102,6 +102,47 @@ def wait_until(what: str, check: Callable[[], Any], *, timeout: float, every: fl
 class DrillLab:
     facts: dict[str, Any]
     repo: Path
+    # Where the playbooks run against: the lab's inventory (with the checkout's
+    # ansible.cfg), or another cluster's, such as the tls molecule scenario's (run with
+    # the environment it was started with, which names its ansible.cfg).
+    inventory: Path | None = None
+    # Extra-vars files every playbook run reads (-e @FILE): what the cluster was converged
+    # with beside its inventory.
+    extra_vars: tuple[Path, ...] = ()
+    # Whether the drills check scripts/status, which reads the lab's inventory.
+    status: bool = True
+    # How long a partition holds.
+    hold_seconds: float = HOLD_SECONDS
+    # Where the killed and rerun playbooks' output goes (drill-playbook.log).
+    log_dir: Path | None = None
+
+    @property
+    def lab_inventory(self) -> Path:
+        return self.repo / "inventories" / "lab"
+
+    @property
+    def playbook_log(self) -> Path:
+        return (self.log_dir or self.lab_inventory) / "drill-playbook.log"
+
+    def playbook_command(self, playbook: str) -> tuple[list[str], dict[str, str]]:
+        """ansible-playbook's argv for ``playbook`` against this cluster, and its environment."""
+        argv = [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(self.inventory or self.lab_inventory),
+        ]
+        for extra in self.extra_vars:
+            argv += ["-e", f"@{extra}"]
+        env = dict(os.environ)
+        if self.inventory is None:
+            env["ANSIBLE_CONFIG"] = str(self.repo / "ansible.cfg")
+        return [*argv, str(self.repo / playbook)], env
+
+    @property
+    def containers(self) -> list[str]:
+        """Every container of the cluster: the nodes', and the services' (apps) one."""
+        apps = str(self.facts.get("orders_container") or "clusterforge-lab-apps-1")
+        return list(dict.fromkeys([*(node.container for node in self.nodes), apps]))
 
     @property
     def nodes(self) -> list[LabNodeTarget]:
@@ -503,8 +544,8 @@ def _partition(context: DrillContext, victim: str) -> None:
             ),
             timeout=180,
         )
-        context.step(f"holding the partition {HOLD_SECONDS:.0f}s")
-        time.sleep(HOLD_SECONDS)
+        context.step(f"holding the partition {lab.hold_seconds:.0f}s")
+        time.sleep(lab.hold_seconds)
     context.healed = time.time()
     left = faults.count_rules()
     context.result.checks["no rule left"] = left == 0
@@ -637,10 +678,11 @@ def drill_full_disk(context: DrillContext) -> None:
                 orders.append(order_id)
             time.sleep(1)
         context.result.checks["orders answered 200 while blocked"] = codes == [200] * 5
-        status = _status_output(lab)
-        named = "flood_stage" in status
-        context.result.checks["scripts/status names the flood stage"] = named
-        context.step(f"orders answered {codes}; scripts/status names the flood stage: {named}")
+        context.step(f"orders answered {codes}")
+        if lab.status:
+            named = "flood_stage" in _status_output(lab)
+            context.result.checks["scripts/status names the flood stage"] = named
+            context.step(f"scripts/status names the flood stage: {named}")
         # The outbox alert needs its minute of age; the read-only alert its for.
         wait_until(
             "the disk and outbox alerts to fire",
@@ -683,21 +725,16 @@ def drill_full_disk(context: DrillContext) -> None:
 # --- the toolkit killed ------------------------------------------------------------------
 
 
-def _playbook(lab: DrillLab, playbook: str, *extra: str) -> subprocess.Popen[str]:
-    log = open(lab.repo / "inventories" / "lab" / "drill-playbook.log", "a")  # noqa: SIM115
+def _playbook(lab: DrillLab, playbook: str) -> subprocess.Popen[str]:
+    log = open(lab.playbook_log, "a")  # noqa: SIM115
+    argv, env = lab.playbook_command(playbook)
     return subprocess.Popen(  # noqa: S603
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(lab.repo / "inventories" / "lab"),
-            str(lab.repo / playbook),
-            *extra,
-        ],
+        argv,
         cwd=lab.repo,
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "ANSIBLE_CONFIG": str(lab.repo / "ansible.cfg")},
+        env=env,
         start_new_session=True,
     )
 
@@ -801,24 +838,17 @@ def describe_processes(killed: Sequence[RunningProcess]) -> str:
 MITOGEN_CONTEXT = b"(mitogen:"
 
 
-def remote_contexts(lab_dir: Path) -> list[RunningProcess]:
-    """The mitogen interpreters running in this lab's containers, found by their cgroup
-    (the container's id) and their name."""
-    listed = subprocess.run(  # noqa: S603
-        [  # noqa: S607
-            "docker",
-            "ps",
-            "-q",
-            "--no-trunc",
-            "--filter",
-            f"label=clusterforge.lab.dir={lab_dir}",
-        ],
+def remote_contexts(containers: Sequence[str]) -> list[RunningProcess]:
+    """The mitogen interpreters running in ``containers``, found by their cgroup (the
+    container's id) and their name."""
+    inspected = subprocess.run(  # noqa: S603
+        ["docker", "inspect", "-f", "{{.Id}}", *containers],  # noqa: S607
         text=True,
         capture_output=True,
         check=False,
         timeout=60,
     )
-    ids = listed.stdout.split()
+    ids = inspected.stdout.split()  # a container that is gone prints nothing
     if not ids:
         return []
     found = []
@@ -841,9 +871,7 @@ class KilledRun:
     remote: list[RunningProcess]
 
 
-def kill_run(
-    context: DrillContext, process: subprocess.Popen[Any], lab_dir: Path | None = None
-) -> KilledRun:
+def kill_run(context: DrillContext, process: subprocess.Popen[Any]) -> KilledRun:
     """The playbook (or scripts/up) and everything it started SIGKILLed, the kill checked:
     none of those processes runs on (within 30 s). The mitogen interpreters it had
     started in the lab's containers are noted: they end by themselves once their ssh
@@ -862,7 +890,7 @@ def kill_run(
     except DrillStepError:
         left = still_running(killed)
     context.result.checks["the kill reached every process of the run"] = not left
-    remote = remote_contexts(lab_dir) if lab_dir is not None else []
+    remote = remote_contexts(context.lab.containers)
     context.step(
         f"killed {describe_processes(killed)}; left running: "
         f"{describe_processes(left) if left else 'none'}; "
@@ -922,11 +950,12 @@ def drill_kill_rolling_restart(context: DrillContext) -> None:
         wait_until("a node down with allocation held", node_down_with_allocation_held, timeout=900)
     finally:
         context.step("SIGKILL of ansible-playbook and everything it started")
-        killed = kill_run(context, process, lab.repo / "inventories" / "lab")
-    status = _status_output(lab)
-    named = "cluster.routing.allocation.enable" in status and ROLLING_RESTART_PLAYBOOK in status
-    context.result.checks["scripts/status names what was left and how to finish"] = named
-    context.step(f"scripts/status names the held allocation and the fix: {named}")
+        killed = kill_run(context, process)
+    if lab.status:
+        status = _status_output(lab)
+        named = "cluster.routing.allocation.enable" in status and ROLLING_RESTART_PLAYBOOK in status
+        context.result.checks["scripts/status names what was left and how to finish"] = named
+        context.step(f"scripts/status names the held allocation and the fix: {named}")
     context.step(f"rerunning {ROLLING_RESTART_PLAYBOOK}")
     _run_to_end(context, lambda: _playbook(lab, ROLLING_RESTART_PLAYBOOK))
     context.healed = time.time()
@@ -937,7 +966,7 @@ def drill_kill_rolling_restart(context: DrillContext) -> None:
 
 
 def _lab_up(lab: DrillLab, *args: str) -> subprocess.Popen[str]:
-    log = open(lab.repo / "inventories" / "lab" / "drill-playbook.log", "a")  # noqa: SIM115
+    log = open(lab.playbook_log, "a")  # noqa: SIM115
     return subprocess.Popen(  # noqa: S603
         [str(lab.repo / "scripts" / "up"), *args],
         cwd=lab.repo,
@@ -981,20 +1010,21 @@ def drill_kill_scale_in(context: DrillContext) -> None:
     finally:
         pids = _playbook_pids(process.pid)
         context.step(f"SIGKILL of ansible-playbook {pids} and the run around it")
-        killed = kill_run(context, process, lab.repo / "inventories" / "lab")
+        killed = kill_run(context, process)
     left = {k: v for k, v in _persistent(lab).items() if "exclude" in k}
     context.step(f"left behind: {left}")
-    status = _status_output(lab)
-    named = "cluster.routing.allocation.exclude" in status and "site.yml" in status
-    context.result.checks["scripts/status names the exclusion and how to finish"] = named
-    context.step(f"scripts/status names the exclusion and the fix: {named}")
+    if lab.status:
+        status = _status_output(lab)
+        named = "cluster.routing.allocation.exclude" in status and "site.yml" in status
+        context.result.checks["scripts/status names the exclusion and how to finish"] = named
+        context.step(f"scripts/status names the exclusion and the fix: {named}")
     context.step(f"rerunning scripts/up --nodes {count} (site.yml)")
     _run_to_end(context, lambda: _lab_up(lab, "--nodes", count))
     context.healed = time.time()
     remote_ended(context, killed)
     context.result.checks["exclusion cleared"] = not exclusion_set()
     # lab.json now has one node fewer.
-    lab.facts = json.loads((lab.repo / "inventories" / "lab" / "lab.json").read_text())
+    lab.facts = json.loads((lab.lab_inventory / "lab.json").read_text())
 
 
 DRILLS: dict[str, Callable[[DrillContext], None]] = {
