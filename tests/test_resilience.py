@@ -21,6 +21,7 @@ from clusterforge.testing.resilience import (
     alert_summary,
     alerts_settled,
     describe_processes,
+    detached_ssh_masters,
     kill_tree,
     parse_faults,
     processes,
@@ -198,3 +199,37 @@ def test_the_cluster_s_containers_are_the_nodes_and_the_services_one() -> None:
         "clusterforge-lab-opensearch-1",
         "clusterforge-lab-apps-1",
     ]
+
+
+def test_the_kill_also_reaches_the_ssh_control_masters_the_run_detached(tmp_path: Path) -> None:
+    # ssh -o ControlPersist forks a master that leaves its parent (ansible.cfg's
+    # ssh_args): out of the tree, still the run's. Made here with a program named ssh
+    # whose argv[0] reads as a master's, started by the tree and detached (double fork).
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_bytes(Path("/bin/sleep").read_bytes())
+    fake_ssh.chmod(0o755)
+    script = tmp_path / "detach.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv({str(fake_ssh)!r}, ['ssh: /root/.ansible/cp/x [mux]', '120'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(120)\n"
+    )
+    root = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not [p for p in processes().values() if p.name == "ssh" and p.parent != root.pid]:
+        assert time.monotonic() < deadline, "the fake master did not start"
+        time.sleep(0.05)
+    started = int(processes()[root.pid].started)
+    masters = detached_ssh_masters(since=started)
+    assert len(masters) == 1
+    killed = kill_tree(root.pid)
+    root.wait(timeout=10)
+    assert masters[0].pid in {process.pid for process in killed}
+    deadline = time.monotonic() + 10
+    while still_running(killed):
+        assert time.monotonic() < deadline, f"still running: {still_running(killed)}"
+        time.sleep(0.1)

@@ -798,6 +798,7 @@ def kill_tree(root: int) -> list[RunningProcess]:
     child is not reparented away before it is seen), then every process gets SIGKILL.
     Returns the processes killed."""
     stopped: dict[int, RunningProcess] = {}
+    first = processes().get(root)
     for _round in range(100):
         fresh = [p for p in process_tree(root, processes()) if p.pid not in stopped]
         if not fresh:
@@ -806,10 +807,31 @@ def kill_tree(root: int) -> list[RunningProcess]:
             with suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGSTOP)
             stopped[process.pid] = process
+    if first is not None:
+        # ssh's control masters (ansible.cfg: ControlMaster=auto, ControlPersist) detach
+        # from the ssh that started them: no longer in the tree, they are the run's still.
+        for master in detached_ssh_masters(since=int(first.started)):
+            with suppress(ProcessLookupError):
+                os.kill(master.pid, signal.SIGSTOP)
+            stopped[master.pid] = master
     for process in stopped.values():
         with suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
     return list(stopped.values())
+
+
+def detached_ssh_masters(*, since: int) -> list[RunningProcess]:
+    """ssh control masters (``ssh: <control path> [mux]``) started at or after ``since``
+    (clock ticks after boot): one lab run at a time, so those are the run's."""
+    found = []
+    for process in processes().values():
+        if process.name != "ssh" or int(process.started) < since:
+            continue
+        with suppress(OSError):
+            command = (Path("/proc") / str(process.pid) / "cmdline").read_bytes()
+            if b"[mux]" in command:
+                found.append(process)
+    return found
 
 
 def still_running(killed: Sequence[RunningProcess]) -> list[RunningProcess]:
