@@ -1111,12 +1111,20 @@ def rules_removed_on_exit() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, for the table's notes."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def run_faults(lab: DrillLab, names: Sequence[str], table_file: Path | None = None) -> int:
     """The drills named, one after the other; the table printed; how many failed."""
     results = []
     with rules_removed_on_exit():
         for name in names:
-            progress(name, "start")
+            progress(name, f"start (load average {load_average()})")
             results.append(run_one(lab, name, DRILLS[name]))
             for result in results[-1:]:
                 print("RESILIENCE " + json.dumps(result.__dict__, default=str), flush=True)
