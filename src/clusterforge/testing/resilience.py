@@ -946,6 +946,9 @@ def _persistent(lab: DrillLab) -> dict[str, Any]:
 
 
 def _run_to_end(context: DrillContext, command: Callable[[], subprocess.Popen[str]]) -> None:
+    log = context.lab.playbook_log
+    offset = log.stat().st_size if log.exists() else 0
+    started = time.monotonic()
     process = command()
     try:
         code = process.wait(timeout=1800)
@@ -953,7 +956,15 @@ def _run_to_end(context: DrillContext, command: Callable[[], subprocess.Popen[st
         kill_tree(process.pid)
         raise DrillStepError("the rerun did not finish within 1800s") from None
     context.result.checks["the rerun succeeded"] = code == 0
-    context.step(f"rerun ended with {code}")
+    context.step(f"rerun ended with {code} after {time.monotonic() - started:.0f}s")
+    # What the rerun found half-done: a rolling turn that had to wait for its node says so.
+    with suppress(OSError), log.open(encoding="utf-8", errors="replace") as handle:
+        handle.seek(offset)
+        for line in handle:
+            if "before its turn, waiting" in line:
+                note = "rerun: " + line.strip()[:300]
+                context.result.notes.append(note)
+                context.step(note)
 
 
 def drill_kill_rolling_restart(context: DrillContext) -> None:
