@@ -452,3 +452,22 @@ def test_counting_voters_still_refuses_two_of_three_managers_at_once() -> None:
     seen = {host: {**value, "voting": ALL_VOTE} for host, value in seen.items()}
     with pytest.raises(RemovalRefusedError, match="1 of the cluster's 3"):
         plan_removal(cluster, seen)
+
+
+def test_every_node_gets_one_and_the_same_tls_configuration(tmp_path: Path) -> None:
+    # The tls molecule scenario grades one node's TLS ports for the three
+    # (molecule/tls/day2_tls_grades.yml, which also compares the running nodes' files):
+    # that holds because the plan renders the same TLS settings for every node.
+    plan = build_plan(tls_nodes(tmp_path, ("os-1", "os-2", "os-3")), fetch=False)
+    tls = [
+        {
+            key: value
+            for key, value in yaml.safe_load(plan["nodes"][host]["files"]["opensearch.yml"]).items()
+            if key.startswith("plugins.security.ssl.")
+        }
+        for host in ("os-1", "os-2", "os-3")
+    ]
+    assert tls[0]["plugins.security.ssl.http.enabled_protocols"]
+    assert tls[0]["plugins.security.ssl.transport.enabled_ciphers"]
+    assert tls[1] == tls[0]
+    assert tls[2] == tls[0]
