@@ -224,3 +224,45 @@ def test_the_role_records_what_the_plan_decided_for_each_changed_file(tmp_path: 
     assert recorded_by_the_role(tmp_path, plan, "os-2", [f"{config_dir}/jvm.options.d/x"]) == [
         {"unit_changed": False}
     ]
+
+
+def test_a_removal_look_reads_member_ids_and_the_voting_configuration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The plan counts a demoted node still in the voting configuration (issue 50,
+    # finding 3): the look keeps each member's node id and reads the configuration.
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    answers = {
+        "/_nodes": {"nodes": {"id-1": {"name": "os-1", "roles": ["cluster_manager"]}}},
+        "/_cluster/state/metadata": {
+            "metadata": {
+                "cluster_coordination": {
+                    "last_committed_config": ["id-1", "id-2", "id-3"],
+                    "voting_config_exclusions": [{"node_id": "id-3", "node_name": "os-3"}],
+                }
+            }
+        },
+    }
+
+    def execute(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
+        if module_name.endswith("clusterforge_files"):
+            return {"before": {}}
+        if module_name == "ansible.builtin.uri":
+            path = module_args["url"].removeprefix("http://127.0.0.11:9200").split("?")[0]
+            return {"status": 200, "json": answers.get(path)}
+        return {"status": {"ActiveState": "active"}}
+
+    module = object.__new__(observe.ActionModule)
+    module._task = SimpleNamespace(
+        args={"service": "opensearch", "markers": MARKERS, "removal": True}, check_mode=False
+    )
+    module._execute_module = execute
+    plan = {"cluster": {}, "nodes": {"os-1": {"url": "http://127.0.0.11:9200"}}}
+    seen = module.run(task_vars={"inventory_hostname": "os-1", "__clusterforge_plan": plan})[
+        "observed"
+    ]
+    assert seen["cluster_nodes"] == [{"id": "id-1", "name": "os-1", "roles": ["cluster_manager"]}]
+    assert seen["voting"] == {
+        "last_committed_config": ["id-1", "id-2", "id-3"],
+        "voting_config_exclusions": [{"node_id": "id-3", "node_name": "os-3"}],
+    }

@@ -130,3 +130,13 @@ def test_a_drill_file_may_name_the_containers() -> None:
     assert lab.node_container("opensearch-3") == "clusterforge-lab-opensearch-3"
     assert lab.orders_container == "cf-tls-1"
     assert Lab(facts={}, repo=Path.cwd()).orders_container == "clusterforge-lab-apps-1"
+
+
+def test_faults_takes_a_hold_above_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterforge.testing.drills import main
+
+    lab_json = tmp_path / "lab.json"
+    lab_json.write_text(json.dumps({"nodes": []}))
+    with pytest.raises(SystemExit):
+        main(["--lab-json", str(lab_json), "--faults", "partition-manager", "--hold", "0"])
+    assert "--hold takes a number of seconds above 0" in capsys.readouterr().err

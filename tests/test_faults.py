@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from clusterforge.testing import faults
 from clusterforge.testing.faults import FaultError, LabNodeTarget, partition_rules
@@ -18,6 +20,7 @@ NODES = [
     for n in (1, 2, 3)
 ]
 CGROUPS = {f"c{n}": f"/docker/id{n}" for n in (1, 2, 3)}
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_a_partition_cuts_both_ways_by_the_senders_cgroup() -> None:
@@ -35,13 +38,29 @@ def test_a_partition_cuts_both_ways_by_the_senders_cgroup() -> None:
         assert rule[rule.index("--comment") + 1].startswith(faults.RULE_COMMENT + " ")
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.21", "10.0.0.11", "::1", "node"])
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1", "127.0.0.21", "127.0.0.30", "127.0.0.34", "10.0.0.11", "::1", "node"]
+)
 def test_no_rule_names_an_address_outside_the_lab(address: str) -> None:
     outsider = LabNodeTarget(name="x", address=address, container="c1")
     with pytest.raises(FaultError, match="lab"):
         partition_rules(outsider, NODES[1:], CGROUPS)
     with pytest.raises(FaultError, match="lab"):
         partition_rules(NODES[1], [outsider], CGROUPS)
+
+
+def test_the_molecule_scenario_s_nodes_are_allowed_and_are_the_ones_it_declares() -> None:
+    # CI runs three drills on the tls molecule scenario (molecule/tls/day2_resilience.yml):
+    # its nodes' addresses, as molecule.yml gives them, and nothing more.
+    scenario = yaml.safe_load((REPO / "molecule" / "tls" / "molecule.yml").read_text())
+    host_vars = scenario["provisioner"]["inventory"]["host_vars"]
+    declared = {variables["opensearch_network_host"] for variables in host_vars.values()}
+    assert declared == faults.MOLECULE_TLS_NODE_ADDRESSES
+    molecule_nodes = [
+        LabNodeTarget(name=f"cf-tls-{n}", address=f"127.0.0.3{n}", container=f"c{n}")
+        for n in (1, 2, 3)
+    ]
+    assert len(partition_rules(molecule_nodes[0], molecule_nodes[1:], CGROUPS)) == 4
 
 
 def test_a_container_in_the_root_cgroup_is_refused() -> None:

@@ -48,7 +48,10 @@ def run(args: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str
 
 
 URL = "http://127.0.0.11:9200"
+# Before the hold, a short look: the node answers and the cluster counts its 6 nodes.
+READY = f"wait {URL}/_cluster/health?wait_for_nodes=%3E%3D6&timeout=2s"
 HOLD = [
+    READY,
     f"PUT {URL}/_cluster/settings {{'cluster.routing.allocation.enable': 'primaries'}}",
     f"POST {URL}/_flush",
 ]
@@ -123,3 +126,87 @@ def test_a_node_that_does_not_rejoin_says_allocation_is_still_held(
     module._execute_module = execute
     with pytest.raises(AnsibleActionFail, match=r"os-1 to rejoin.*still limited to primaries"):
         module.run(task_vars=dict(TASK_VARS))
+
+
+class StartingNode:
+    """A node a killed run left restarting: its port refuses every call until the
+    ``answers_after``-th wait on it (systemd's restart finishing), then all is well."""
+
+    def __init__(self, answers_after: int | None) -> None:
+        self.answers_after = answers_after
+        self.waits = 0
+        self.calls: list[str] = []
+
+    @property
+    def up(self) -> bool:
+        return self.answers_after is not None and self.waits >= self.answers_after
+
+    def execute(
+        self, module_name: str, module_args: dict[str, Any], task_vars: Any
+    ) -> dict[str, Any]:
+        if module_name.endswith("clusterforge_http_wait"):
+            self.waits += 1
+            self.calls.append(f"wait {module_args['url']} {module_args['timeout']:.0f}s")
+        elif module_name == "ansible.builtin.uri":
+            self.calls.append(f"{module_args['method']} {module_args['url']}")
+        else:
+            self.calls.append(module_name)
+        calls_the_node = module_name == "ansible.builtin.uri" or module_name.endswith(
+            "clusterforge_http_wait"
+        )
+        if self.up or not calls_the_node:
+            return {"status": 200}
+        return {"failed": True, "status": -1, "msg": "Connection refused"}
+
+
+def run_on(node: StartingNode, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[str]]:
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    lines: list[str] = []
+    printer = SimpleNamespace(display=lambda msg, *args, **kwargs: lines.append(msg))
+    monkeypatch.setattr(turn, "display", printer, raising=False)
+    module = object.__new__(turn.ActionModule)
+    module._task = SimpleNamespace(args={"service": "opensearch"}, check_mode=False)
+    module._execute_module = node.execute
+    return module.run(task_vars=dict(TASK_VARS)), lines
+
+
+def test_a_rerun_waits_for_a_node_still_starting_before_its_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 50, finding 1: the old turn sent its hold to the node's port at once and
+    # failed with "Connection refused"; now it waits, says so, and finishes the turn.
+    node = StartingNode(answers_after=2)
+    result, lines = run_on(node, monkeypatch)
+    members = f"{URL}/_cluster/health?wait_for_nodes=%3E%3D6"
+    assert node.calls[:3] == [
+        f"wait {members}&timeout=2s 5s",
+        f"wait {members}&timeout=10s 900s",
+        f"PUT {URL}/_cluster/settings",
+    ]
+    assert result["msg"].startswith("os-1 restarted, rejoined and green in ")
+    assert len(lines) == 1
+    assert lines[0].startswith("os-1: before its turn, waiting up to 900 s for it to answer")
+    assert "Connection refused" in lines[0]
+
+
+def test_a_ready_node_waits_for_nothing_and_prints_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    node = StartingNode(answers_after=0)
+    _result, lines = run_on(node, monkeypatch)
+    assert lines == []
+    assert node.calls[1] == f"PUT {URL}/_cluster/settings"
+
+
+def test_a_node_that_never_answers_is_named_with_the_fix_and_nothing_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    node = StartingNode(answers_after=None)
+    with pytest.raises(AnsibleActionFail) as failure:
+        run_on(node, monkeypatch)
+    message = failure.value.message
+    assert message.startswith("os-1 did not answer with all 6 nodes in the cluster within 900 s")
+    assert "systemctl start opensearch" in message
+    assert "then rerun the playbook" in message
+    # No hold, no restart: the turn never started.
+    assert [call.split()[0] for call in node.calls] == ["wait", "wait"]

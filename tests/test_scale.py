@@ -356,3 +356,118 @@ def test_a_whole_zone_leaving_pauses_awareness_for_the_drain() -> None:
     removal = plan_removal(build_cluster(open_nodes(6, absent=(6,), **zones)), observed(6))
     assert removal["zones_leaving"] == []
     assert removal["drain_settings"] == {"cluster.routing.allocation.exclude._name": "os-6"}
+
+
+# -- a scale-in killed halfway, judged again by its rerun (issue 50, finding 3) --------
+
+
+def lab_shrink_inventory() -> Any:
+    """The hosts scripts/up writes for `--nodes 2` on a 3-node lab, for the first run and
+    for its rerun alike: os-3 marked absent, and os-2 data and ingest only (two
+    cluster-manager-eligible nodes survive the loss of neither)."""
+    from clusterforge.lab.lab_inventory import inventory_groups
+    from clusterforge.lab.topology import LabNode
+
+    nodes = [LabNode(f"os-{i}", f"127.0.0.{10 + i}", 22) for i in (1, 2, 3)]
+    hosts = inventory_groups(nodes, absent=("os-3",))["opensearch"]["hosts"]
+    return [
+        (name, {**hostvars, "opensearch_security_mode": "open"}) for name, hostvars in hosts.items()
+    ]
+
+
+ELIGIBLE = ["cluster_manager", "data", "ingest"]
+
+
+def shrink_observed(os_2_roles: list[str], voting: dict[str, Any] | None) -> dict[str, Any]:
+    seen = {
+        "active": True,
+        "cluster_nodes": [
+            {"id": "id-1", "name": "os-1", "roles": ELIGIBLE},
+            {"id": "id-2", "name": "os-2", "roles": os_2_roles},
+            {"id": "id-3", "name": "os-3", "roles": ELIGIBLE},
+        ],
+        "index_settings": {"drill-writes": index(1)},
+        "voting": voting,
+    }
+    return {f"os-{i}": seen for i in (1, 2, 3)}
+
+
+ALL_VOTE = {"last_committed_config": ["id-1", "id-2", "id-3"], "voting_config_exclusions": []}
+
+
+def test_the_lab_writes_the_same_shrink_inventory_for_the_first_run_and_its_rerun() -> None:
+    cluster = build_cluster(lab_shrink_inventory())
+    assert [node.inventory_name for node in cluster.removed_nodes] == ["os-3"]
+    roles = {node.inventory_name: node.cluster_manager_eligible for node in cluster.nodes}
+    assert roles == {"os-1": True, "os-2": False}
+
+
+def test_a_first_run_of_the_lab_shrink_is_allowed() -> None:
+    cluster = build_cluster(lab_shrink_inventory())
+    removal = plan_removal(cluster, shrink_observed(ELIGIBLE, ALL_VOTE))
+    assert removal["names"] == ["os-3"]
+
+
+def test_the_rerun_of_a_shrink_killed_after_the_demotion_finishes_it() -> None:
+    # The killed run's rolling restart took the manager role from os-2 before the drain;
+    # the engine keeps os-2 in its voting configuration, so the rerun counts what the
+    # first run counted (the old plan counted roles only and refused: 1 of 2 managers).
+    cluster = build_cluster(lab_shrink_inventory())
+    removal = plan_removal(cluster, shrink_observed(["data", "ingest"], ALL_VOTE))
+    assert removal["names"] == ["os-3"]
+    assert removal["nodes"]["os-3"]["member"] is True
+    assert removal["drain_settings"] == {"cluster.routing.allocation.exclude._name": "os-3"}
+
+
+def test_the_rerun_of_a_shrink_killed_after_the_voting_exclusion_finishes_it() -> None:
+    # os-3 has given its vote up already: the configuration is os-1 alone.
+    voting = {
+        "last_committed_config": ["id-1"],
+        "voting_config_exclusions": [{"node_id": "id-3", "node_name": "os-3"}],
+    }
+    cluster = build_cluster(lab_shrink_inventory())
+    assert plan_removal(cluster, shrink_observed(["data", "ingest"], voting))["names"] == ["os-3"]
+
+
+def test_without_the_voting_configuration_the_rerun_is_refused_as_before() -> None:
+    # The read failed: the roles alone are counted, and the plan refuses rather than guess.
+    cluster = build_cluster(lab_shrink_inventory())
+    with pytest.raises(RemovalRefusedError, match=r"1 of the cluster.s 2 .*quorum of 2"):
+        plan_removal(cluster, shrink_observed(["data", "ingest"], None))
+
+
+def test_a_node_the_voting_configuration_does_not_hold_is_not_counted() -> None:
+    # os-2 was never a voter: removing os-3 leaves one of two managers, as the roles say.
+    voting = {"last_committed_config": ["id-1", "id-3", "id-9"], "voting_config_exclusions": []}
+    cluster = build_cluster(lab_shrink_inventory())
+    with pytest.raises(RemovalRefusedError, match="1 of the cluster's 2"):
+        plan_removal(cluster, shrink_observed(["data", "ingest"], voting))
+
+
+def test_counting_voters_still_refuses_two_of_three_managers_at_once() -> None:
+    # Two of three eligible nodes leave, neither excluded from voting yet: refused, with
+    # the configuration read as without it.
+    cluster = build_cluster(open_nodes(3, absent=(2, 3)))
+    seen = observed(3, cluster=[{"id": f"id-{i}", **m} for i, m in enumerate(members(3), 1)])
+    seen = {host: {**value, "voting": ALL_VOTE} for host, value in seen.items()}
+    with pytest.raises(RemovalRefusedError, match="1 of the cluster's 3"):
+        plan_removal(cluster, seen)
+
+
+def test_every_node_gets_one_and_the_same_tls_configuration(tmp_path: Path) -> None:
+    # The tls molecule scenario grades one node's TLS ports for the three
+    # (molecule/tls/day2_tls_grades.yml, which also compares the running nodes' files):
+    # that holds because the plan renders the same TLS settings for every node.
+    plan = build_plan(tls_nodes(tmp_path, ("os-1", "os-2", "os-3")), fetch=False)
+    tls = [
+        {
+            key: value
+            for key, value in yaml.safe_load(plan["nodes"][host]["files"]["opensearch.yml"]).items()
+            if key.startswith("plugins.security.ssl.")
+        }
+        for host in ("os-1", "os-2", "os-3")
+    ]
+    assert tls[0]["plugins.security.ssl.http.enabled_protocols"]
+    assert tls[0]["plugins.security.ssl.transport.enabled_ciphers"]
+    assert tls[1] == tls[0]
+    assert tls[2] == tls[0]

@@ -28,8 +28,9 @@ Arguments:
     was given), so the plan decides which of its changed settings need a restart
     (``rollout.nodes[host].config_restart``). It holds no secret: the plan renders it with
     none (its text is in the plan, and roles/opensearch reads it back the same way).
-  removal: true when the plan removes nodes (``removal.names``), to read the members and
-    the replica settings the plan judges a removal by.
+  removal: true when the plan removes nodes (``removal.names``), to read the members (with
+    their node ids), the replica settings and the voting configuration the plan judges a
+    removal by.
 
 Returns ``observed`` in the shape clusterforge.plan.restarts.plan_rollout and plan_removal read.
 """
@@ -60,6 +61,12 @@ MEMBERS_PATH = "/_nodes?filter_path=nodes.*.name,nodes.*.roles"
 REPLICAS_PATH = (
     "/_settings/index.number_of_replicas,index.auto_expand_replicas"
     "?flat_settings=true&expand_wildcards=all"
+)
+# The committed voting configuration (node ids) and the voting exclusions: a node demoted
+# by the run that began a removal still votes here (clusterforge.plan.removal.counted_managers).
+VOTING_PATH = (
+    "/_cluster/state/metadata?filter_path=metadata.cluster_coordination.last_committed_config,"
+    "metadata.cluster_coordination.voting_config_exclusions"
 )
 READ_TIMEOUT_S = 10
 MEMINFO_PATH = "/proc/meminfo"
@@ -117,6 +124,7 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
             "formed": formed,
             "cluster_nodes": [],
             "index_settings": None,
+            "voting": None,
             "security_mode": None if mode_text is None else mode_text.strip(),
             # Any file left at an old place: roles/opensearch moves it this run.
             "legacy_markers": bool(left),
@@ -137,9 +145,21 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
             # The plan refuses a removal that would cost the cluster its quorum or its
             # replicas; it judges from the cluster's own view, not the inventory's.
             members = self._read(MEMBERS_PATH, task_vars) or {}
-            observed["cluster_nodes"] = list((members.get("nodes") or {}).values())
+            observed["cluster_nodes"] = [
+                {"id": node_id, **node} for node_id, node in (members.get("nodes") or {}).items()
+            ]
             # None when the read failed: the plan then refuses to judge a removal blind.
             observed["index_settings"] = self._read(REPLICAS_PATH, task_vars)
+            # None when the read failed: the plan then counts the roles alone.
+            state = self._read(VOTING_PATH, task_vars)
+            if isinstance(state, dict):
+                coordination = (state.get("metadata") or {}).get("cluster_coordination") or {}
+                observed["voting"] = {
+                    "last_committed_config": list(coordination.get("last_committed_config") or []),
+                    "voting_config_exclusions": list(
+                        coordination.get("voting_config_exclusions") or []
+                    ),
+                }
         return observed
 
     def _read(self, path: str, task_vars: dict[str, Any]) -> Any:

@@ -3,6 +3,13 @@
 One task does what eight did (issue 14: each task costs the controller more than the
 work it carries, and a rolling restart pays that once per node, in series):
 
+0. a wait until the node answers and the cluster counts all its nodes (at once when they
+   do). A run killed mid-turn leaves its node restarting: systemd finishes the restart
+   the killed run asked for, and the node's port refuses connections until the engine
+   has joined. The rerun's first turn is that node's again (same order), and its hold
+   went to that port: it failed with "Connection refused" (issue 50, finding 1). Waiting
+   also keeps a turn from taking a node down while another is still away. It prints a
+   line when it has to wait, and gives up after ``timeout`` seconds naming the node;
 1. allocation limited to primaries while the node is away, and a flush, so that its
    shards recover from what they hold;
 2. the ``home`` symlink pointed at the planned version (the switch of an upgrade; a
@@ -46,6 +53,7 @@ import time
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
+from ansible.utils.display import Display
 from ansible_collections.clusterforge.stack.plugins.plugin_utils.api_action import (
     ApiActionBase,
 )
@@ -55,6 +63,12 @@ FLUSH_PATH = "/_flush"
 HEALTH_HOLD = "timeout=10s"
 DEFAULT_WAIT_S = 900
 NOT_YET = [200, 401, 403, 408, 500, 502, 503, 504]
+# How long the first look before the hold may take: a node and a cluster that are ready
+# answer at once, so only a turn that has to wait prints its line and waits on.
+READY_PROBE_S = 5.0
+READY_PROBE_HOLD = "timeout=2s"
+
+display = Display()
 
 
 def allocation(enable: str | None) -> dict[str, Any]:
@@ -99,6 +113,7 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
         started = time.monotonic()
 
         if phase in ("turn", "hold"):
+            self._ready(task_vars, cluster, host, timeout, service)
             self._hold(task_vars)
             if phase == "hold":
                 seconds["held"] = time.monotonic() - started
@@ -123,6 +138,47 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
             msg=f"{done} in {seconds[list(seconds)[-1]]:.1f} s",
         )
         return result
+
+    def _ready(
+        self,
+        task_vars: dict[str, Any],
+        cluster: dict[str, Any],
+        host: str,
+        timeout: float,
+        service: str,
+    ) -> None:
+        """Before the hold: the node answers and the cluster counts all its nodes. A short
+        look first; a node still starting (a run killed mid-turn) or a node still away
+        gets a progress line and a wait of at most ``timeout`` seconds."""
+        node_count = int(cluster["node_count"])
+        members = f"/_cluster/health?wait_for_nodes=%3E%3D{node_count}"
+        probe = self._uri_args(
+            {"path": f"{members}&{READY_PROBE_HOLD}", "status_code": NOT_YET}, "GET", task_vars
+        )
+        first = self._wait(probe, task_vars, seconds=READY_PROBE_S)
+        if not first.get("failed"):
+            return
+        display.display(
+            f"{host}: before its turn, waiting up to {timeout:.0f} s for it to answer and "
+            f"for the cluster to count its {node_count} nodes ({first.get('msg', 'no answer')}"
+            "; a node still starting, e.g. after a run killed mid-turn, answers once it "
+            "has joined)"
+        )
+        answer = self._wait(
+            self._uri_args(
+                {"path": f"{members}&{HEALTH_HOLD}", "status_code": NOT_YET}, "GET", task_vars
+            ),
+            task_vars,
+            seconds=timeout,
+        )
+        if answer.get("failed"):
+            raise AnsibleActionFail(
+                f"{host} did not answer with all {node_count} nodes in the cluster within "
+                f"{timeout:.0f} s, so its turn did not start and nothing was changed "
+                f"({answer.get('msg', 'no message')}): start the node that is missing "
+                f"(systemctl start {service}; journalctl -u {service} says why it stopped), "
+                f"check GET /_cluster/health on {host}, then rerun the playbook"
+            )
 
     def _hold(self, task_vars: dict[str, Any]) -> None:
         """Allocation limited to primaries and a flush: the shards of the nodes about to go

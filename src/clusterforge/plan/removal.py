@@ -24,18 +24,60 @@ class RemovalRefusedError(ClusterforgeError):
 
 def _observed_cluster(
     observed: Mapping[str, Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The cluster's members (name, roles) and its indices' settings (None when they could
-    not be read), as the first running node that answered reports them
-    (playbooks/plan.yml, the clusterforge_observe action)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any] | None]:
+    """The cluster's members (id, name, roles), its indices' settings (None when they could
+    not be read) and its voting configuration (``last_committed_config``, node ids, and
+    ``voting_config_exclusions``; None when not read), as the first running node that
+    answered reports them (playbooks/plan.yml, the clusterforge_observe action)."""
     for seen in observed.values():
         members = (seen or {}).get("cluster_nodes")
         if members:
             settings = seen.get("index_settings")
-            return [dict(member) for member in members], (
-                dict(settings) if isinstance(settings, Mapping) else None
+            voting = seen.get("voting")
+            return (
+                [dict(member) for member in members],
+                dict(settings) if isinstance(settings, Mapping) else None,
+                dict(voting) if isinstance(voting, Mapping) else None,
             )
-    return [], {}
+    return [], {}, None
+
+
+def counted_managers(
+    members: Sequence[Mapping[str, Any]], voting: Mapping[str, Any] | None
+) -> set[str]:
+    """The names of the members whose vote the quorum rule counts: the
+    cluster-manager-eligible ones, and those the cluster's committed voting configuration
+    still holds, less those a voting exclusion has already taken out.
+
+    Why the voting configuration too: a scale-in from 3 nodes to 2 also takes the
+    manager role from one of the two that stay (two eligible nodes survive the loss of
+    neither), and site.yml's rolling restart does that before decommission.yml drains.
+    A run killed after the drain began was judged again by its rerun, which saw one
+    eligible node fewer than the first run had counted and refused the same removal
+    (issue 50, finding 3). The engine keeps the demoted node in its voting configuration
+    (auto-shrink keeps three voters until an exclusion), so counting the configuration
+    gives the rerun the first run's count. And a leaving node the killed run already
+    excluded from voting has given its vote up: removing it costs no quorum.
+    Without the configuration (not read) only the roles count, as before: a rerun is
+    then refused rather than judged on less than the cluster says.
+    """
+    eligible = {
+        str(member["name"])
+        for member in members
+        if CLUSTER_MANAGER_ROLES.intersection(str(role) for role in member.get("roles") or [])
+    }
+    if voting is None:
+        return eligible
+    names = {str(member["id"]): str(member["name"]) for member in members if member.get("id")}
+    voters = {
+        names[node_id] for node_id in voting.get("last_committed_config") or [] if node_id in names
+    }
+    excluded = {
+        names.get(str(entry.get("node_id")), str(entry.get("node_name")))
+        for entry in voting.get("voting_config_exclusions") or []
+        if isinstance(entry, Mapping)
+    }
+    return (eligible | voters) - excluded
 
 
 def _replicas_needed(index_settings: Mapping[str, Any]) -> tuple[int, str | None]:
@@ -97,7 +139,7 @@ def plan_removal(
     ``via`` is a present, running node through which the drain's API calls go.
     """
     removed = cluster.removed_nodes
-    members, index_settings = _observed_cluster(observed)
+    members, index_settings, voting = _observed_cluster(observed)
     member_roles = {
         str(member["name"]): [str(role) for role in member.get("roles") or []] for member in members
     }
@@ -109,7 +151,8 @@ def plan_removal(
         def has_role(name: str, wanted: frozenset[str]) -> bool:
             return bool(wanted.intersection(member_roles[name]))
 
-        managers = [name for name in member_roles if has_role(name, CLUSTER_MANAGER_ROLES)]
+        counted = counted_managers(members, voting)
+        managers = [name for name in member_roles if name in counted]
         managers_left = [name for name in managers if name not in {n.name for n in leaving}]
         quorum = len(managers) // 2 + 1
         if managers and len(managers_left) < quorum:

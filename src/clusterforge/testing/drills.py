@@ -431,7 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--receiver-token-file", type=Path, help="its bearer token's file")
     parser.add_argument(
-        "--no-status", action="store_true", help="leave out drill (a)'s scripts/status check"
+        "--no-status",
+        action="store_true",
+        help="leave out the scripts/status checks, which read the lab's inventory (drill "
+        "(a)'s; with --faults, every drill's)",
     )
     parser.add_argument("--parallel", action="store_true", help="run the drills side by side")
     parser.add_argument(
@@ -443,6 +446,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--table", type=Path, help="with --faults: also write the Markdown table to this file"
     )
+    parser.add_argument(
+        "--inventory",
+        type=Path,
+        help="with --faults: the inventory the playbooks run against, for a cluster that is "
+        "not the lab (the tls molecule scenario's); they then run with this process's "
+        "environment (its ANSIBLE_CONFIG) instead of the checkout's ansible.cfg",
+    )
+    parser.add_argument(
+        "--extra-vars",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --faults: an extra-vars file every playbook run reads (-e @FILE)",
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=resilience.HOLD_SECONDS,
+        metavar="SECONDS",
+        help=f"with --faults: how long a partition holds (default {resilience.HOLD_SECONDS:.0f})",
+    )
     # Checked below, not with choices=: Python 3.11's argparse checks an empty or default
     # list against the choices as one value, and refuses it. None named: all of them.
     parser.add_argument("drills", nargs="*", metavar="{" + ",".join(DRILLS) + "}")
@@ -452,10 +477,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             faults = resilience.parse_faults(args.faults)
         except ValueError as error:
             parser.error(str(error))
+        if args.hold <= 0:
+            parser.error(f"--hold takes a number of seconds above 0, not {args.hold:g}")
         drill_lab = resilience.DrillLab(
-            facts=json.loads(args.lab_json.read_text()), repo=args.repo.resolve()
+            facts=json.loads(args.lab_json.read_text()),
+            repo=args.repo.resolve(),
+            inventory=args.inventory.resolve() if args.inventory else None,
+            extra_vars=tuple(path.resolve() for path in args.extra_vars),
+            status=not args.no_status,
+            hold_seconds=args.hold,
+            log_dir=args.lab_json.resolve().parent,
         )
-        return 1 if resilience.run_faults(drill_lab, faults, args.table) else 0
+        if not args.serve_receiver:
+            return 1 if resilience.run_faults(drill_lab, faults, args.table) else 0
+        log = drill_lab.receiver_log
+        if log is None:
+            parser.error("--serve-receiver needs monitoring.receiver_log in the --lab-json file")
+        with serving_receiver(args.serve_receiver, log=log, token_file=args.receiver_token_file):
+            return 1 if resilience.run_faults(drill_lab, faults, args.table) else 0
     lab = Lab(
         facts=json.loads(args.lab_json.read_text()),
         repo=args.repo.resolve(),

@@ -20,8 +20,9 @@
 
 Every rule carries the comment :data:`RULE_COMMENT`; :func:`remove_rules` deletes every
 rule with it (the drill's cleanup, a signal trap, ``scripts/down``). A rule is only ever
-written for the lab's own loopback addresses (127.0.0.11 to 127.0.0.19): anything else
-is refused before iptables runs.
+written for the lab's own loopback addresses (127.0.0.11 to 127.0.0.19) or the tls
+molecule scenario's nodes (127.0.0.31 to 127.0.0.33, where CI runs three drills):
+anything else is refused before iptables runs.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RULE_COMMENT = "clusterforge"
-# The lab's node addresses (clusterforge.lab.topology: LOOPBACK_BASE, LOOPBACK_FIRST_OCTET,
-# MAX_NODES): the only destinations a rule may name.
+# The only destinations a rule may name: the lab's node addresses (clusterforge.lab.topology:
+# LOOPBACK_BASE, LOOPBACK_FIRST_OCTET, MAX_NODES), and the tls molecule scenario's three
+# nodes (molecule/tls/molecule.yml's opensearch_network_host), where CI runs three drills.
 LAB_NODE_ADDRESSES = frozenset(f"127.0.0.{octet}" for octet in range(11, 20))
+MOLECULE_TLS_NODE_ADDRESSES = frozenset(f"127.0.0.{octet}" for octet in range(31, 34))
+ALLOWED_NODE_ADDRESSES = LAB_NODE_ADDRESSES | MOLECULE_TLS_NODE_ADDRESSES
 COMMAND_TIMEOUT = 60.0
 
 
@@ -62,10 +66,11 @@ def check_lab_address(address: str) -> str:
         parsed = ipaddress.ip_address(address)
     except ValueError:
         raise FaultError(f"{address!r} is not an IP address; a fault names a lab node") from None
-    if str(parsed) not in LAB_NODE_ADDRESSES:
+    if str(parsed) not in ALLOWED_NODE_ADDRESSES:
         raise FaultError(
-            f"{address} is not one of the lab's node addresses (127.0.0.11 to 127.0.0.19); "
-            "no rule is written outside the lab"
+            f"{address} is not one of the lab's node addresses (127.0.0.11 to 127.0.0.19) "
+            "nor the tls molecule scenario's (127.0.0.31 to 127.0.0.33); no rule is written "
+            "outside them"
         )
     return str(parsed)
 

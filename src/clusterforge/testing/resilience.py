@@ -102,6 +102,47 @@ def wait_until(what: str, check: Callable[[], Any], *, timeout: float, every: fl
 class DrillLab:
     facts: dict[str, Any]
     repo: Path
+    # Where the playbooks run against: the lab's inventory (with the checkout's
+    # ansible.cfg), or another cluster's, such as the tls molecule scenario's (run with
+    # the environment it was started with, which names its ansible.cfg).
+    inventory: Path | None = None
+    # Extra-vars files every playbook run reads (-e @FILE): what the cluster was converged
+    # with beside its inventory.
+    extra_vars: tuple[Path, ...] = ()
+    # Whether the drills check scripts/status, which reads the lab's inventory.
+    status: bool = True
+    # How long a partition holds.
+    hold_seconds: float = HOLD_SECONDS
+    # Where the killed and rerun playbooks' output goes (drill-playbook.log).
+    log_dir: Path | None = None
+
+    @property
+    def lab_inventory(self) -> Path:
+        return self.repo / "inventories" / "lab"
+
+    @property
+    def playbook_log(self) -> Path:
+        return (self.log_dir or self.lab_inventory) / "drill-playbook.log"
+
+    def playbook_command(self, playbook: str) -> tuple[list[str], dict[str, str]]:
+        """ansible-playbook's argv for ``playbook`` against this cluster, and its environment."""
+        argv = [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(self.inventory or self.lab_inventory),
+        ]
+        for extra in self.extra_vars:
+            argv += ["-e", f"@{extra}"]
+        env = dict(os.environ)
+        if self.inventory is None:
+            env["ANSIBLE_CONFIG"] = str(self.repo / "ansible.cfg")
+        return [*argv, str(self.repo / playbook)], env
+
+    @property
+    def containers(self) -> list[str]:
+        """Every container of the cluster: the nodes', and the services' (apps) one."""
+        apps = str(self.facts.get("orders_container") or "clusterforge-lab-apps-1")
+        return list(dict.fromkeys([*(node.container for node in self.nodes), apps]))
 
     @property
     def nodes(self) -> list[LabNodeTarget]:
@@ -503,8 +544,8 @@ def _partition(context: DrillContext, victim: str) -> None:
             ),
             timeout=180,
         )
-        context.step(f"holding the partition {HOLD_SECONDS:.0f}s")
-        time.sleep(HOLD_SECONDS)
+        context.step(f"holding the partition {lab.hold_seconds:.0f}s")
+        time.sleep(lab.hold_seconds)
     context.healed = time.time()
     left = faults.count_rules()
     context.result.checks["no rule left"] = left == 0
@@ -637,10 +678,11 @@ def drill_full_disk(context: DrillContext) -> None:
                 orders.append(order_id)
             time.sleep(1)
         context.result.checks["orders answered 200 while blocked"] = codes == [200] * 5
-        status = _status_output(lab)
-        named = "flood_stage" in status
-        context.result.checks["scripts/status names the flood stage"] = named
-        context.step(f"orders answered {codes}; scripts/status names the flood stage: {named}")
+        context.step(f"orders answered {codes}")
+        if lab.status:
+            named = "flood_stage" in _status_output(lab)
+            context.result.checks["scripts/status names the flood stage"] = named
+            context.step(f"scripts/status names the flood stage: {named}")
         # The outbox alert needs its minute of age; the read-only alert its for.
         wait_until(
             "the disk and outbox alerts to fire",
@@ -683,44 +725,219 @@ def drill_full_disk(context: DrillContext) -> None:
 # --- the toolkit killed ------------------------------------------------------------------
 
 
-def _playbook(lab: DrillLab, playbook: str, *extra: str) -> subprocess.Popen[str]:
-    log = open(lab.repo / "inventories" / "lab" / "drill-playbook.log", "a")  # noqa: SIM115
+def _playbook(lab: DrillLab, playbook: str) -> subprocess.Popen[str]:
+    log = open(lab.playbook_log, "a")  # noqa: SIM115
+    argv, env = lab.playbook_command(playbook)
     return subprocess.Popen(  # noqa: S603
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(lab.repo / "inventories" / "lab"),
-            str(lab.repo / playbook),
-            *extra,
-        ],
+        argv,
         cwd=lab.repo,
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "ANSIBLE_CONFIG": str(lab.repo / "ansible.cfg")},
+        env=env,
         start_new_session=True,
     )
 
 
-def _kill_group(process: subprocess.Popen[Any], inventory: Path | None = None) -> None:
-    """SIGKILL the playbook and everything it started: the controller dying. With mitogen
-    the connection multiplexer, forked by ansible-playbook, runs in a session of its own
-    (measured: it outlived the group's kill), so the ansible-playbook processes on this
-    lab's inventory are killed by their pids as well."""
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
-    if inventory is None:
-        return
+@dataclass(frozen=True)
+class RunningProcess:
+    """One process as /proc/<pid>/stat tells it."""
+
+    pid: int
+    parent: int
+    session: int
+    started: str  # clock ticks after boot: with the pid, names the process for good
+    state: str
+    name: str
+
+
+def processes() -> dict[int, RunningProcess]:
+    """Every process of the host now (the containers' too: they share its kernel)."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        with suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            table[int(entry.name)] = RunningProcess(
+                pid=int(entry.name),
+                parent=int(fields[1]),
+                session=int(fields[3]),
+                started=fields[19],
+                state=fields[0],
+                name=name,
+            )
+    return table
+
+
+def process_tree(root: int, table: dict[int, RunningProcess]) -> list[RunningProcess]:
+    """``root`` and every process under it by parent pid, whatever its session."""
+    children: dict[int, list[int]] = {}
+    for process in table.values():
+        children.setdefault(process.parent, []).append(process.pid)
+    tree: dict[int, RunningProcess] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in tree or pid not in table:
+            continue
+        tree[pid] = table[pid]
+        todo.extend(children.get(pid, []))
+    return list(tree.values())
+
+
+def kill_tree(root: int) -> list[RunningProcess]:
+    """SIGKILL ``root`` and everything it started: the controller dying at once.
+
+    By the process tree, not the process group: ansible's workers call setsid, and so do
+    the ssh clients mitogen's multiplexer starts, so a group kill missed them (issue 50,
+    finding 2: the multiplexer outlived the playbook's group). The tree is stopped first
+    (SIGSTOP, again until it no longer grows: a stopped process forks nothing more, and a
+    child is not reparented away before it is seen), then every process gets SIGKILL.
+    Returns the processes killed."""
+    stopped: dict[int, RunningProcess] = {}
+    first = processes().get(root)
+    for _round in range(100):
+        fresh = [p for p in process_tree(root, processes()) if p.pid not in stopped]
+        if not fresh:
+            break
+        for process in fresh:
+            with suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGSTOP)
+            stopped[process.pid] = process
+    if first is not None:
+        # ssh's control masters (ansible.cfg: ControlMaster=auto, ControlPersist) detach
+        # from the ssh that started them: no longer in the tree, they are the run's still.
+        for master in detached_ssh_masters(since=int(first.started)):
+            with suppress(ProcessLookupError):
+                os.kill(master.pid, signal.SIGSTOP)
+            stopped[master.pid] = master
+    for process in stopped.values():
+        with suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    return list(stopped.values())
+
+
+def detached_ssh_masters(*, since: int) -> list[RunningProcess]:
+    """ssh control masters (``ssh: <control path> [mux]``) started at or after ``since``
+    (clock ticks after boot): one lab run at a time, so those are the run's."""
+    found = []
+    for process in processes().values():
+        if process.name != "ssh" or int(process.started) < since:
+            continue
         with suppress(OSError):
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-            if any(word.endswith(b"ansible-playbook") for word in words[:2]) and (
-                str(inventory).encode() in words
-            ):
-                os.kill(int(entry.name), signal.SIGKILL)
+            command = (Path("/proc") / str(process.pid) / "cmdline").read_bytes()
+            if b"[mux]" in command:
+                found.append(process)
+    return found
+
+
+def still_running(killed: Sequence[RunningProcess]) -> list[RunningProcess]:
+    """Those of ``killed`` that run still (the same pid and start; zombies do not run)."""
+    table = processes()
+    return [
+        process
+        for process in killed
+        if (now := table.get(process.pid)) is not None
+        and now.started == process.started
+        and now.state != "Z"
+    ]
+
+
+def describe_processes(killed: Sequence[RunningProcess]) -> str:
+    """``N processes in M sessions (ansible-playbook x5, ssh x3)``."""
+    names: dict[str, int] = {}
+    for process in killed:
+        names[process.name] = names.get(process.name, 0) + 1
+    listed = ", ".join(f"{name} x{count}" for name, count in sorted(names.items()))
+    sessions = len({process.session for process in killed})
+    return f"{len(killed)} processes in {sessions} sessions ({listed})"
+
+
+# What mitogen names the interpreter it starts on a host (python3(mitogen:root@host:pid)).
+MITOGEN_CONTEXT = b"(mitogen:"
+
+
+def remote_contexts(containers: Sequence[str]) -> list[RunningProcess]:
+    """The mitogen interpreters running in ``containers``, found by their cgroup (the
+    container's id) and their name."""
+    inspected = subprocess.run(  # noqa: S603
+        ["docker", "inspect", "-f", "{{.Id}}", *containers],  # noqa: S607
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    ids = inspected.stdout.split()  # a container that is gone prints nothing
+    if not ids:
+        return []
+    found = []
+    for process in processes().values():
+        with suppress(OSError):
+            argv0 = (Path("/proc") / str(process.pid) / "cmdline").read_bytes().split(b"\0")[0]
+            if MITOGEN_CONTEXT not in argv0:
+                continue
+            cgroup = (Path("/proc") / str(process.pid) / "cgroup").read_text()
+            if any(container_id in cgroup for container_id in ids):
+                found.append(process)
+    return found
+
+
+@dataclass
+class KilledRun:
+    """What a drill's kill of a playbook reached, and what of it ran on in the lab."""
+
+    killed: list[RunningProcess]
+    remote: list[RunningProcess]
+
+
+def kill_run(context: DrillContext, process: subprocess.Popen[Any]) -> KilledRun:
+    """The playbook (or scripts/up) and everything it started SIGKILLed, the kill checked:
+    none of those processes runs on (within 30 s). The mitogen interpreters it had
+    started in the lab's containers are noted: they end by themselves once their ssh
+    session is gone, as on a real controller's death; :func:`remote_ended` checks that."""
+    killed = kill_tree(process.pid)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=60)
+    try:
+        wait_until(
+            "every process of the killed run to end",
+            lambda: not still_running(killed),
+            timeout=30,
+            every=0.5,
+        )
+        left: list[RunningProcess] = []
+    except DrillStepError:
+        left = still_running(killed)
+    context.result.checks["the kill reached every process of the run"] = not left
+    remote = remote_contexts(context.lab.containers)
+    context.step(
+        f"killed {describe_processes(killed)}; left running: "
+        f"{describe_processes(left) if left else 'none'}; "
+        f"its mitogen interpreters in the lab's containers: {len(remote)}"
+    )
+    return KilledRun(killed=killed, remote=remote)
+
+
+def remote_ended(context: DrillContext, run: KilledRun) -> None:
+    """The killed run's mitogen interpreters in the containers have ended (checked after
+    the rerun, so that the rerun starts as soon as an operator's would)."""
+    try:
+        wait_until(
+            "the killed run's mitogen interpreters in the lab to end",
+            lambda: not still_running(run.remote),
+            timeout=60,
+        )
+        left: list[RunningProcess] = []
+    except DrillStepError:
+        left = still_running(run.remote)
+    context.result.checks["nothing of the killed run left running in the lab"] = not left
+    context.step(
+        f"the killed run's {len(run.remote)} mitogen interpreters in the lab: "
+        + (f"{len(left)} still running {[p.pid for p in left]}" if left else "all ended")
+    )
 
 
 def _persistent(lab: DrillLab) -> dict[str, Any]:
@@ -729,14 +946,25 @@ def _persistent(lab: DrillLab) -> dict[str, Any]:
 
 
 def _run_to_end(context: DrillContext, command: Callable[[], subprocess.Popen[str]]) -> None:
+    log = context.lab.playbook_log
+    offset = log.stat().st_size if log.exists() else 0
+    started = time.monotonic()
     process = command()
     try:
         code = process.wait(timeout=1800)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_tree(process.pid)
         raise DrillStepError("the rerun did not finish within 1800s") from None
     context.result.checks["the rerun succeeded"] = code == 0
-    context.step(f"rerun ended with {code}")
+    context.step(f"rerun ended with {code} after {time.monotonic() - started:.0f}s")
+    # What the rerun found half-done: a rolling turn that had to wait for its node says so.
+    with suppress(OSError), log.open(encoding="utf-8", errors="replace") as handle:
+        handle.seek(offset)
+        for line in handle:
+            if "before its turn, waiting" in line:
+                note = "rerun: " + line.strip()[:300]
+                context.result.notes.append(note)
+                context.step(note)
 
 
 def drill_kill_rolling_restart(context: DrillContext) -> None:
@@ -754,22 +982,24 @@ def drill_kill_rolling_restart(context: DrillContext) -> None:
     try:
         wait_until("a node down with allocation held", node_down_with_allocation_held, timeout=900)
     finally:
-        context.step("SIGKILL of ansible-playbook")
-        _kill_group(process, lab.repo / "inventories" / "lab")
-    status = _status_output(lab)
-    named = "cluster.routing.allocation.enable" in status and ROLLING_RESTART_PLAYBOOK in status
-    context.result.checks["scripts/status names what was left and how to finish"] = named
-    context.step(f"scripts/status names the held allocation and the fix: {named}")
+        context.step("SIGKILL of ansible-playbook and everything it started")
+        killed = kill_run(context, process)
+    if lab.status:
+        status = _status_output(lab)
+        named = "cluster.routing.allocation.enable" in status and ROLLING_RESTART_PLAYBOOK in status
+        context.result.checks["scripts/status names what was left and how to finish"] = named
+        context.step(f"scripts/status names the held allocation and the fix: {named}")
     context.step(f"rerunning {ROLLING_RESTART_PLAYBOOK}")
     _run_to_end(context, lambda: _playbook(lab, ROLLING_RESTART_PLAYBOOK))
     context.healed = time.time()
+    remote_ended(context, killed)
     context.result.checks["allocation released"] = (
         "cluster.routing.allocation.enable" not in _persistent(lab)
     )
 
 
 def _lab_up(lab: DrillLab, *args: str) -> subprocess.Popen[str]:
-    log = open(lab.repo / "inventories" / "lab" / "drill-playbook.log", "a")  # noqa: SIM115
+    log = open(lab.playbook_log, "a")  # noqa: SIM115
     return subprocess.Popen(  # noqa: S603
         [str(lab.repo / "scripts" / "up"), *args],
         cwd=lab.repo,
@@ -813,19 +1043,21 @@ def drill_kill_scale_in(context: DrillContext) -> None:
     finally:
         pids = _playbook_pids(process.pid)
         context.step(f"SIGKILL of ansible-playbook {pids} and the run around it")
-        _kill_group(process, lab.repo / "inventories" / "lab")
+        killed = kill_run(context, process)
     left = {k: v for k, v in _persistent(lab).items() if "exclude" in k}
     context.step(f"left behind: {left}")
-    status = _status_output(lab)
-    named = "cluster.routing.allocation.exclude" in status and "site.yml" in status
-    context.result.checks["scripts/status names the exclusion and how to finish"] = named
-    context.step(f"scripts/status names the exclusion and the fix: {named}")
+    if lab.status:
+        status = _status_output(lab)
+        named = "cluster.routing.allocation.exclude" in status and "site.yml" in status
+        context.result.checks["scripts/status names the exclusion and how to finish"] = named
+        context.step(f"scripts/status names the exclusion and the fix: {named}")
     context.step(f"rerunning scripts/up --nodes {count} (site.yml)")
     _run_to_end(context, lambda: _lab_up(lab, "--nodes", count))
     context.healed = time.time()
+    remote_ended(context, killed)
     context.result.checks["exclusion cleared"] = not exclusion_set()
     # lab.json now has one node fewer.
-    lab.facts = json.loads((lab.repo / "inventories" / "lab" / "lab.json").read_text())
+    lab.facts = json.loads((lab.lab_inventory / "lab.json").read_text())
 
 
 DRILLS: dict[str, Callable[[DrillContext], None]] = {
@@ -890,12 +1122,20 @@ def rules_removed_on_exit() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, for the table's notes."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def run_faults(lab: DrillLab, names: Sequence[str], table_file: Path | None = None) -> int:
     """The drills named, one after the other; the table printed; how many failed."""
     results = []
     with rules_removed_on_exit():
         for name in names:
-            progress(name, "start")
+            progress(name, f"start (load average {load_average()})")
             results.append(run_one(lab, name, DRILLS[name]))
             for result in results[-1:]:
                 print("RESILIENCE " + json.dumps(result.__dict__, default=str), flush=True)
