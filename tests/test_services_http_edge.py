@@ -19,7 +19,6 @@ import logging
 import random
 import socket
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,13 +28,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from clusterforge_orders import OrderCreatedEvent, OrderServiceRuntime, create_app
 from clusterforge_orders import load_settings as load_orders_settings
 from clusterforge_service_kit.http_edge import DEFAULT_MAX_HEADER_BYTES, GuardedHttpToolsProtocol
 from clusterforge_userdir import ServerSettings
 from clusterforge_userdir import create_app as create_userdir_app
+from uvicorn_server import serve_on_loopback
 
 TOKEN = "edge-test-token-0123456789abcdef"
 OTHER_TOKEN = "edge-other-token-0123456789abcd"
@@ -70,28 +69,6 @@ class Service:
     @property
     def health_path(self) -> bytes:
         return b"/mock-api/health" if self.name == "userdir" else b"/health"
-
-
-def _serve(
-    app: Any, protocol: Any = GuardedHttpToolsProtocol
-) -> tuple[int, uvicorn.Server, threading.Thread]:
-    listening = socket.socket()
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listening.bind(("127.0.0.1", 0))
-    port = int(listening.getsockname()[1])
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", http=protocol, access_log=False
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [listening]}, name="edge-test", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    return port, server, thread
 
 
 @pytest.fixture(params=["userdir", "orders"])
@@ -135,7 +112,7 @@ def _service(name: str, tmp_path: Path, protocol: Any) -> Iterator[Service]:
         runtime = OrderServiceRuntime.open(settings, executor_await_termination_seconds=5)
         app = create_app(runtime=runtime)
         described = ("/orders", 200, "orders", "error", "orders")
-    port, server, thread = _serve(app, protocol)
+    port, server, thread = serve_on_loopback(app, protocol, name="edge-test")
     path, status, table, key, prefix = described
     yield Service(name, port, database, path.encode(), status, table, key, prefix, runtime)
     server.should_exit = True

@@ -25,9 +25,9 @@ import uvicorn
 from clusterforge_orders import ConfigurationError, OrderServiceRuntime, create_app
 from clusterforge_orders import load_settings as load_orders_settings
 from clusterforge_service_kit import BearerTokens, is_loopback_host
-from clusterforge_service_kit.http_edge import GuardedHttpToolsProtocol
 from clusterforge_userdir import ServerSettings
 from clusterforge_userdir import create_app as create_userdir_app
+from uvicorn_server import serve_on_loopback
 
 GOOD_TOKEN = "kit-test-token-0123456789abcdef"
 READ_TIMEOUT = 1.0
@@ -170,26 +170,6 @@ class Served:
     error_key: str  # the key of the service's error shape that carries the status
 
 
-def _serve(app: Any) -> tuple[int, uvicorn.Server, threading.Thread]:
-    listening = socket.socket()
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listening.bind(("127.0.0.1", 0))
-    port = int(listening.getsockname()[1])
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", http=GuardedHttpToolsProtocol, access_log=False
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [listening]}, name="kit-test", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    return port, server, thread
-
-
 @pytest.fixture(params=["userdir", "orders"])
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     runtime: OrderServiceRuntime | None = None
@@ -216,7 +196,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         runtime = OrderServiceRuntime.open(settings, executor_await_termination_seconds=5)
         app = create_app(runtime=runtime)
         key = "error"
-    port, server, thread = _serve(app)
+    port, server, thread = serve_on_loopback(app, name="kit-test")
     yield Served(port, server, thread, key)
     server.should_exit = True
     thread.join(timeout=30)
