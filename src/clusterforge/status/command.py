@@ -22,6 +22,7 @@ from typing import Any
 from clusterforge.client import DEFAULT_TIMEOUT, ClusterClient
 from clusterforge.errors import ClusterforgeError
 from clusterforge.plan.cluster_config import ClusterConfig
+from clusterforge.status import lifecycle as lifecycle_status
 from clusterforge.status.alerts import alert_problems, firing_alerts, render_alerts
 from clusterforge.status.drift import (
     declared_config,
@@ -199,6 +200,8 @@ def render_table(report: dict[str, Any]) -> str:
     else:
         lines.append("services  none in this inventory")
     lines.append(_snapshots_line(report.get("snapshots")))
+    if report.get("lifecycle") is not None:  # docs/lifecycle.md
+        lines += lifecycle_status.status_lines(report["lifecycle"], datetime.now(UTC).timestamp())
     lines.append("")
     alerts = report.get("alerts")
     if alerts is not None:
@@ -249,6 +252,24 @@ def _declared(
     return declared_config(variables, secured=target.secured)
 
 
+def _lifecycle_inputs(
+    args: argparse.Namespace, target: Target, extra_vars: Mapping[str, Any]
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """The opensearch group's variables (the lifecycle policies) and a lab's monitoring
+    (the runs' metrics); (None, None) for a lab.json without an inventory beside it."""
+    if target.opensearch_vars is not None:
+        return target.opensearch_vars, None
+    lab_json = Path(args.lab_json or DEFAULT_LAB_JSON)
+    if not (lab_json.parent / "hosts.yml").exists():
+        return None, None
+    variables = lab_inventory_vars(lab_json.parent, args.vault_password_file, extra_vars)
+    try:
+        monitoring = json.loads(lab_json.read_text()).get("monitoring")
+    except (OSError, ValueError):
+        monitoring = None
+    return variables, monitoring
+
+
 class _UsageError(ClusterforgeError):
     pass
 
@@ -285,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         extra_vars = parse_extra_vars(args.extra_vars)
         target = _target(args, extra_vars)
         declared = _declared(args, target, extra_vars)
+        lifecycle_vars, monitoring = _lifecycle_inputs(args, target, extra_vars)
     except ClusterforgeError as error:
         print(f"scripts/status: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -303,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             found = find_drift(target, declared, client)
             report["drift"] = found["drift"]
             report["problems"] += drift_problems(found)
+    lifecycle = lifecycle_status.status_report(target, lifecycle_vars, monitoring=monitoring)
+    if lifecycle is not None:
+        report["lifecycle"] = lifecycle
+        report["problems"] += lifecycle_status.status_problems(lifecycle)
     if target.alertmanager is not None:
         alerts = firing_alerts(target.alertmanager, timeout=args.timeout)
         report["alerts"] = alerts
