@@ -280,3 +280,16 @@ def test_the_units_are_confined_below_five_and_verify(tmp_path: Path) -> None:
     score = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", analysis.stdout)
     assert score, analysis.stdout + analysis.stderr
     assert float(score.group(1)) < 5.0, analysis.stdout
+
+
+def test_the_live_checks_policy_is_the_issues_and_passes_the_check() -> None:
+    from clusterforge.testing.lifecycle_check import POLICIES
+
+    events, stream = check_policies(POLICIES)
+    for policy in (events, stream):
+        assert policy["rollover"] == {"max_docs": 1000, "max_primary_size_bytes": 1024**2}
+        assert policy["read_only_after_seconds"] == 120
+        assert policy["force_merge_after_seconds"] == 120 and policy["max_segments"] == 1
+        assert policy["delete_after_seconds"] == 300
+        assert policy["max_total_size_bytes"] is not None
+    assert events["kind"] == "alias" and stream["kind"] == "data_stream"

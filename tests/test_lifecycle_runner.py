@@ -156,6 +156,15 @@ def test_the_size_cap_deletes_the_oldest_non_write_indices_while_over() -> None:
     assert "with no index left to delete but the write index" in alone.notes[0]
 
 
+def test_without_a_known_write_index_nothing_is_touched() -> None:
+    # The alias is missing (a real engine's answer for orders, which has none): every
+    # index of the pattern might be written to, so none is deleted.
+    lone = index("events-000001", 9999, total_bytes=100 * MB)
+    decision = decide(GREEN, [series(lone, target_found=False)], NOW)
+    assert decision.actions == []
+    assert "no write index behind events; nothing done" in decision.notes[0]
+
+
 def test_a_red_cluster_is_left_alone() -> None:
     red = ClusterState(status="red", open_shards=10, data_nodes=3)
     decision = decide(

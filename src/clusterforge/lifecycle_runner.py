@@ -208,15 +208,20 @@ def _decide_series(series: Series, cluster: ClusterState, now: float, decision: 
         return 0
     write = write_index_of(series)
     added = 0
+    if series.target and write is None:
+        # Fail closed: without knowing which index is written to, any could be; so none
+        # is touched (an alias missing, or pointing at several indices and no write one).
+        if series.indices:
+            decision.notes.append(
+                f"{name}: no write index behind {series.target}; nothing done (create the "
+                "first index with the alias as its write index, or the data stream)"
+            )
+        return 0
     # The rollover, first: the index it leaves behind ages from now on.
     if policy.get("rollover"):
         current = next((index for index in series.indices if index.name == write), None)
-        if not series.target_found or current is None:
-            decision.notes.append(
-                f"{name}: no write index behind {series.target or 'the series'}; nothing to "
-                "roll over (create the first index with the alias as its write index, or the "
-                "data stream)"
-            )
+        if current is None:
+            decision.notes.append(f"{name}: no write index; nothing to roll over")
         elif (reason := _rollover_reason(policy, current, now)) is not None:
             needed = current.primaries * (1 + current.replicas)
             if cluster.open_shards + needed > cluster.shard_limit:
