@@ -280,6 +280,13 @@ def test_the_units_are_confined_below_five_and_verify(tmp_path: Path) -> None:
     score = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", analysis.stdout)
     assert score, analysis.stdout + analysis.stderr
     assert float(score.group(1)) < 5.0, analysis.stdout
+    verified = subprocess.run(
+        [str(SYSTEMD_ANALYZE), "verify", str(tmp_path / "clusterforge-lifecycle.timer"), str(unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verified.returncode == 0 and not verified.stderr.strip(), verified.stderr
 
 
 def test_the_live_checks_policy_is_the_issues_and_passes_the_check() -> None:
