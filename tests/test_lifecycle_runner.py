@@ -516,3 +516,62 @@ def _serve(fake: FakeEngine, cert: Path, key: Path) -> tuple[ThreadingHTTPServer
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"https://127.0.0.1:{server.server_address[1]}"
+
+
+# ---------------------------------------------------------------- properties of decide()
+
+from hypothesis import given, settings  # noqa: E402 - the properties' own imports
+from hypothesis import strategies as st  # noqa: E402
+
+NAMES = st.sampled_from(["events-000001", "events-000002", "events-000003", "orders", "logs-1"])
+
+
+@st.composite
+def states(draw: st.DrawFn) -> tuple[ClusterState, Series]:
+    names = draw(st.lists(NAMES, min_size=1, max_size=5, unique=True))
+    write = draw(st.sampled_from(names))
+    indices = []
+    for name in names:
+        rolled = draw(st.one_of(st.none(), st.floats(0, 3600)))
+        indices.append(
+            Index(
+                name=name,
+                created_epoch=NOW - draw(st.floats(0, 7200)),
+                rolled_over_epoch=None if rolled is None else NOW - rolled,
+                is_write=name == write,
+                docs=draw(st.integers(0, 5000)),
+                primary_bytes=draw(st.integers(0, 4 * MB)),
+                total_bytes=draw(st.integers(0, 8 * MB)),
+                replicas=draw(st.integers(0, 2)),
+                primary_segments=draw(st.integers(0, 9)),
+                write_blocked=draw(st.booleans()),
+                is_open=draw(st.booleans()),
+            )
+        )
+    cluster = ClusterState(
+        status=draw(st.sampled_from(["green", "yellow", "red"])),
+        open_shards=draw(st.integers(0, 3000)),
+        data_nodes=3,
+    )
+    return cluster, series(*indices, target_found=draw(st.booleans()) or True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(states())
+def test_decide_never_breaks_its_promises(state: tuple[ClusterState, Series]) -> None:
+    cluster, one = state
+    decision = decide(cluster, [one], NOW)
+    write = next(index.name for index in one.indices if index.is_write)
+    by_name = {index.name: index for index in one.indices}
+    if cluster.status == "red":
+        assert decision.actions == []
+    for action in decision.actions:
+        # Only the policy's own indices, and the write index only for its rollover.
+        assert action.index.startswith("events-"), action
+        assert (action.index == write) == (action.action == "rollover"), action
+        if action.action == "delete" and "max_total_size" not in action.reason:
+            assert NOW - by_name[action.index].age_basis >= 300, action
+    rollovers = [action for action in decision.actions if action.action == "rollover"]
+    assert len(rollovers) <= 1
+    if rollovers:
+        assert cluster.open_shards + 1 <= cluster.shard_limit

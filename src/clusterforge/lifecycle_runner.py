@@ -222,6 +222,11 @@ def _decide_series(series: Series, cluster: ClusterState, now: float, decision: 
         current = next((index for index in series.indices if index.name == write), None)
         if current is None:
             decision.notes.append(f"{name}: no write index; nothing to roll over")
+        elif not matches(policy, current.name):
+            decision.notes.append(
+                f"{name}: the write index {current.name} is outside {policy.get('index_pattern')}; "
+                "not rolled over (name the series' indices so the pattern matches them)"
+            )
         elif (reason := _rollover_reason(policy, current, now)) is not None:
             needed = current.primaries * (1 + current.replicas)
             if cluster.open_shards + needed > cluster.shard_limit:
@@ -566,8 +571,10 @@ def execute(client: Client, action: Action, series: Series) -> str:
     held = {index.name for index in series.indices}
     write = write_index_of(series)
     if action.action == "rollover":
-        if action.index != write:
-            raise ValueError(f"rollover of {action.index}, not the write index {write}")
+        if action.index != write or not matches(series.policy, action.index):
+            raise ValueError(
+                f"rollover of {action.index}, not the write index {write} of policy {series.name}"
+            )
         conditions = series.policy.get("rollover") or {}
         body: dict[str, Any] = {}
         if conditions.get("max_docs") is not None:
