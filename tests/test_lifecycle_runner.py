@@ -300,7 +300,11 @@ class FakeEngine:
                 "active_shards": 10,
                 "number_of_data_nodes": 3,
             },
-            ("GET", "/_cluster/settings"): {"persistent": {"cluster.max_shards_per_node": "1000"}},
+            # As a 2.19 engine nests it (the lab answered {"defaults": {"cluster": ...}}).
+            ("GET", "/_cluster/settings"): {
+                "persistent": {"cluster": {"max_shards_per_node": "4"}},
+                "defaults": {"cluster": {"max_shards_per_node": "1000"}},
+            },
             ("GET", "/_alias/events"): {
                 "events-000001": {"aliases": {"events": {"is_write_index": False}}},
                 "events-000002": {"aliases": {"events": {"is_write_index": True}}},
@@ -575,3 +579,17 @@ def test_decide_never_breaks_its_promises(state: tuple[ClusterState, Series]) ->
     assert len(rollovers) <= 1
     if rollovers:
         assert cluster.open_shards + 1 <= cluster.shard_limit
+
+
+def test_the_shard_limit_is_read_as_the_engine_nests_it(
+    engine: tuple[FakeEngine, dict[str, Any]],
+) -> None:
+    fake, config = engine
+    # 3 per node x 3 data nodes = 9 < 10 open shards + 1: the rollover waits.
+    fake.answers[("GET", "/_cluster/settings")] = {
+        "persistent": {"cluster": {"max_shards_per_node": "3"}},
+        "defaults": {"cluster": {"max_shards_per_node": "1000"}},
+    }
+    ok, line, _ = lifecycle_runner.run(config, _client(config), now=NOW, node="os-1")
+    assert ok and "10 open shards + 1 new > the limit 9" in line
+    assert ("POST", "/events/_rollover") not in {(m, p.split("?")[0]) for m, p, _ in fake.calls}

@@ -422,11 +422,14 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
-def _flat_setting(answer: Mapping[str, Any], key: str) -> Any:
+def shard_limit_setting(answer: Mapping[str, Any]) -> Any:
+    """``cluster.max_shards_per_node`` as ``GET _cluster/settings?include_defaults`` nests
+    it: transient over persistent over the engine's default. (A filter_path of the flat
+    key matches nothing: the filter reads its dots as nesting.)"""
     for level in ("transient", "persistent", "defaults"):
-        settings = answer.get(level) or {}
-        if key in settings:
-            return settings[key]
+        value = ((answer.get(level) or {}).get("cluster") or {}).get("max_shards_per_node")
+        if value is not None:
+            return value
     return None
 
 
@@ -434,8 +437,7 @@ def fetch_cluster(client: Client) -> ClusterState:
     health = client.call("GET", "/_cluster/health")
     settings = client.call(
         "GET",
-        "/_cluster/settings?include_defaults=true&flat_settings=true"
-        "&filter_path=*.cluster.max_shards_per_node",
+        "/_cluster/settings?include_defaults=true&filter_path=*.cluster.max_shards_per_node",
     )
     return ClusterState(
         status=str(health.get("status", "unknown")),
@@ -444,10 +446,7 @@ def fetch_cluster(client: Client) -> ClusterState:
         + _int(health.get("initializing_shards"))
         + _int(health.get("unassigned_shards")),
         data_nodes=_int(health.get("number_of_data_nodes"), 1),
-        max_shards_per_node=_int(
-            _flat_setting(settings or {}, "cluster.max_shards_per_node"),
-            DEFAULT_MAX_SHARDS_PER_NODE,
-        ),
+        max_shards_per_node=_int(shard_limit_setting(settings or {}), DEFAULT_MAX_SHARDS_PER_NODE),
     )
 
 
