@@ -291,6 +291,8 @@ class FakeEngine:
     def __init__(self, manager: str) -> None:
         self.manager = manager
         self.calls: list[tuple[str, str, Any]] = []
+        # (method, path) -> an error status to answer instead.
+        self.errors: dict[tuple[str, str], int] = {}
         created = int((NOW - 900) * 1000)
         rolled = int((NOW - 400) * 1000)
         self.answers: dict[tuple[str, str], Any] = {
@@ -470,11 +472,21 @@ def test_a_red_cluster_gets_no_call_but_reads(engine: tuple[FakeEngine, dict[str
     assert {method for method, _, _ in fake.calls} == {"GET"}
 
 
+def test_an_index_another_run_deleted_is_no_failure(
+    engine: tuple[FakeEngine, dict[str, Any]],
+) -> None:
+    fake, config = engine
+    del fake.answers[("DELETE", "/events-000001")]  # the fake answers 404
+    ok, line, _ = lifecycle_runner.run(config, _client(config), now=NOW, node="os-1")
+    assert ok and "delete:events-000001: not deleted: already gone" in line
+
+
 def test_a_failed_action_fails_the_run_and_keeps_the_last_success(
     engine: tuple[FakeEngine, dict[str, Any]],
 ) -> None:
     fake, config = engine
-    del fake.answers[("DELETE", "/events-000001")]
+    fake.answers[("DELETE", "/events-000001")] = None  # the fake answers 404
+    fake.errors[("DELETE", "/events-000001")] = 503
     ok, line, record = lifecycle_runner.run(config, _client(config), now=NOW, node="os-1")
     assert not ok
     assert "state=FAILED" in line and "failed=delete:events-000001" in line
@@ -492,6 +504,7 @@ def _serve(fake: FakeEngine, cert: Path, key: Path) -> tuple[ThreadingHTTPServer
             fake.calls.append((self.command, self.path, body))
             answer = fake.answers.get((self.command, path))
             status = 200 if answer is not None else 404
+            status = fake.errors.get((self.command, path), status)
             data = json.dumps(answer if answer is not None else {"error": "none"}).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -608,7 +608,13 @@ def execute(client: Client, action: Action, series: Series) -> str:
         )
         return f"merged to {action.value} segments"
     if action.action == "delete":
-        client.call("DELETE", path, timeout=120)
+        try:
+            client.call("DELETE", path, timeout=120)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            # Another run (a manager that changed mid-run) deleted it first.
+            return "not deleted: already gone"
         return "deleted"
     raise ValueError(f"unknown action {action.action}")
 
