@@ -628,3 +628,25 @@ def test_under_systemd_the_settings_credentials_and_ca_come_from_the_credentials
     assert lifecycle_runner.main([]) == 0
     assert "clusterforge-lifecycle node=os-1 role=acting state=OK" in capsys.readouterr().out
     assert ("DELETE", "/events-000001", None) in fake.calls
+
+
+def test_a_runner_that_cannot_reach_the_cluster_keeps_what_it_saw_last(
+    engine: tuple[FakeEngine, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The age of the oldest index keeps growing against the clock, so the alert on an
+    # index past its delete age fires even when every run fails.
+    fake, config = engine
+    fake.answers.pop(("DELETE", "/events-000001"))
+    fake.errors[("DELETE", "/events-000001")] = 503
+    monkeypatch.setattr(lifecycle_runner.time, "time", lambda: NOW)
+    config_file = Path(config["state_dir"]).parent / "config.json"
+    config_file.write_text(json.dumps(config))
+    assert lifecycle_runner.main([str(config_file)]) == 1  # the delete failed
+    config_file.write_text(json.dumps(dict(config, urls=["https://127.0.0.1:1"])))
+    assert lifecycle_runner.main([str(config_file)]) == 1  # no node answers
+    metric = (Path(config["state_dir"]) / "clusterforge_lifecycle.prom").read_text()
+    assert f'{LAST_RUN_SUCCESS}{{cluster="lab"}} 0' in metric
+    assert (
+        'clusterforge_lifecycle_oldest_index_timestamp_seconds{cluster="lab",policy="events"} '
+        f"{NOW - 400:.3f}" in metric
+    )

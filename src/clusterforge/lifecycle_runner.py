@@ -811,12 +811,19 @@ def run(
         if decision.notes:
             fields["note"] = "; ".join(decision.notes)
         gauges = policy_gauges(series, deleted)
+        # A policy this run could not read keeps what the last run saw (the age of its
+        # oldest index still grows against the clock, and the alert can fire).
+        declared = {str(policy.get("name")) for policy in policies}
+        for policy, values in (state.get("gauges") or {}).items():
+            if str(policy) in declared:
+                gauges.setdefault(str(policy), dict(values))
         if ok:
             last_success = time.time()
     fields["seconds"] = f"{time.monotonic() - started:.1f}"
     record = {
         "counts": {f"{policy}/{action}": count for (policy, action), count in counts.items()},
         "last_success": last_success if acting else None,
+        "gauges": gauges,
         "text": metric_text(
             cluster=str(config.get("cluster", "")),
             now=time.time(),
@@ -838,7 +845,14 @@ def keep(config: Mapping[str, Any], record: Mapping[str, Any]) -> None:
         return
     write_atomically(
         os.path.join(state_dir, STATE_FILE),
-        json.dumps({"counts": record["counts"], "last_success": record["last_success"]}) + "\n",
+        json.dumps(
+            {
+                "counts": record["counts"],
+                "last_success": record["last_success"],
+                "gauges": record.get("gauges") or {},
+            }
+        )
+        + "\n",
     )
     write_atomically(
         os.path.join(state_dir, str(config.get("metric_file") or "clusterforge_lifecycle.prom")),
@@ -895,11 +909,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if "/" in key
             }
             last = state.get("last_success")
+            # What the last acting run saw stays (a standby's state has none): a runner
+            # that cannot reach the cluster must not hide an index past its delete age.
+            kept = state.get("gauges") or {}
             keep(
                 config,
                 {
                     "counts": state.get("counts") or {},
                     "last_success": last,
+                    "gauges": kept,
                     "text": metric_text(
                         cluster=str(config.get("cluster", "")),
                         now=time.time(),
@@ -907,7 +925,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         acting=False,
                         last_success=last,
                         counts=counts,
-                        gauges={},
+                        gauges=kept,
                     ),
                 },
             )

@@ -24,10 +24,12 @@ What it does, in order, each step printing one ``LIFECYCLE {...}`` line:
 5. ``rule-change`` (unless ``--no-rule-change``): ``site.yml`` again with
    ``replicas_after: 1m`` and ``replicas: 0`` added to the alias policy; every non-write
    index older than a minute must have 0 replicas within two periods.
-6. ``alerts`` (with ``--alerts``, about 30 minutes): every node's runner pointed at a
-   closed port (its config.json edited in place); OpenSearchLifecycleRunsFailing,
-   OpenSearchLifecyclePatternOverCap and OpenSearchLifecycleIndexPastDeleteAge must arrive
-   firing at the lab's webhook receiver; then ``site.yml`` restores the config.
+6. ``alerts`` (with ``--alerts``, about 30 minutes): ``site.yml`` with the data stream's
+   cap lowered to 1kb (its write index alone is over it), then, after one acting run,
+   every node's runner pointed at a closed port (its config.json edited in place):
+   OpenSearchLifecyclePatternOverCap, OpenSearchLifecycleRunsFailing and
+   OpenSearchLifecycleIndexPastDeleteAge must arrive firing at the lab's webhook receiver;
+   then ``site.yml`` restores the policies and the config.
 
 It leaves the policies' indices, template and timers in place; ``site.yml`` without the
 ``-e`` removes the timers (the indices stay; delete them by hand). Exit code 0 when every
@@ -60,7 +62,7 @@ from clusterforge.lifecycle_runner import (
     write_index_of,
 )
 from clusterforge.plan.lifecycle import PERIOD_SECONDS, check_policies
-from clusterforge.testing.drills import Lab, wait_for_alert
+from clusterforge.testing.drills import DrillError, Lab, wait_for_alert
 
 ALIAS = "lifecycle-check-events"
 STREAM = "lifecycle-check-ds"
@@ -421,9 +423,18 @@ class Check:
         self.fail(f"the changed rule did not reach the existing indices: {pending}")
 
     def alerts(self) -> None:
+        """The three alerts from one break: the data stream's cap lowered under its write
+        index alone (over the cap while every run succeeds), then every runner pointed at
+        a closed port (runs failing; the alias series' oldest index, as the last run saw
+        it, ages past its delete age)."""
         lab = Lab(facts=self.facts, repo=self.repo)
         log = lab.receiver_log
         offset = log.stat().st_size if log.exists() else 0
+        lowered = [POLICIES[0], dict(POLICIES[1], max_total_size="1kb")]
+        self.site(lowered)
+        applied = time.time()
+        while not self.acting_lines(applied) and time.time() - applied < PERIOD_SECONDS + 90:
+            time.sleep(POLL)
         broke = time.time()
         for node in self.facts["nodes"]:
             subprocess.run(  # noqa: S603
@@ -438,10 +449,13 @@ class Check:
                 ],
                 check=False,
             )
-        fired = {
-            alert: round(wait_for_alert(lab, alert, "firing", offset=offset, timeout=3000) - broke)
-            for alert in ALERTS
-        }
+        fired = {}
+        for alert in ALERTS:
+            try:
+                received = wait_for_alert(lab, alert, "firing", offset=offset, timeout=3000)
+                fired[alert] = round(received - broke)
+            except DrillError as error:  # reported; the timers are restored below
+                self.fail(f"{alert} did not fire: {error}")
         say("alerts", fired_after_s=fired)
         self.site(POLICIES)
 
