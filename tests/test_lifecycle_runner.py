@@ -408,7 +408,6 @@ def engine(tmp_path: Path) -> Iterator[tuple[FakeEngine, dict[str, Any]]]:
         "urls": ["https://127.0.0.1:1", url],
         "ca_file": str(ca),
         "credentials_file": str(credentials),
-        "credential_name": "credentials.json",
         "state_dir": str(state),
         "metric_file": "clusterforge_lifecycle.prom",
         "timeout": 5,
@@ -606,28 +605,6 @@ def test_the_shard_limit_is_read_as_the_engine_nests_it(
     ok, line, _ = lifecycle_runner.run(config, _client(config), now=NOW, node="os-1")
     assert ok and "10 open shards + 1 new > the limit 9" in line
     assert ("POST", "/events/_rollover") not in {(m, p.split("?")[0]) for m, p, _ in fake.calls}
-
-
-def test_under_systemd_the_settings_credentials_and_ca_come_from_the_credentials_directory(
-    engine: tuple[FakeEngine, dict[str, Any]],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # What LoadCredential= hands the unit: copies in $CREDENTIALS_DIRECTORY; the paths in
-    # config.json (root-only files on the node) are not read.
-    fake, config = engine
-    handed = tmp_path / "credentials-directory"
-    handed.mkdir()
-    (handed / "ca.pem").write_bytes(Path(config["ca_file"]).read_bytes())
-    (handed / "credentials.json").write_bytes(Path(config["credentials_file"]).read_bytes())
-    unreadable = dict(config, ca_file="/nonexistent/ca.pem", credentials_file="/nonexistent")
-    (handed / "config.json").write_text(json.dumps(unreadable))
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(handed))
-    monkeypatch.setattr(lifecycle_runner.time, "time", lambda: NOW)
-    assert lifecycle_runner.main([]) == 0
-    assert "clusterforge-lifecycle node=os-1 role=acting state=OK" in capsys.readouterr().out
-    assert ("DELETE", "/events-000001", None) in fake.calls
 
 
 def test_a_runner_that_cannot_reach_the_cluster_keeps_what_it_saw_last(

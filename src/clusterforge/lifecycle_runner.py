@@ -861,28 +861,17 @@ def keep(config: Mapping[str, Any], record: Mapping[str, Any]) -> None:
 
 
 def load(config_path: str) -> tuple[dict[str, Any], str, str]:
-    """The settings and the credentials (username, password). Under systemd the
-    credentials and the CA come from ``$CREDENTIALS_DIRECTORY`` (``LoadCredential=``),
-    read there as root and handed to this unprivileged user."""
+    """The settings and the credentials (username, password) the settings point to."""
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
-    handed = os.environ.get("CREDENTIALS_DIRECTORY")
-    credentials_file = str(config["credentials_file"])
-    if handed:
-        credentials_file = os.path.join(handed, str(config.get("credential_name")))
-        config["ca_file"] = os.path.join(handed, "ca.pem")
-    with open(credentials_file, encoding="utf-8") as handle:
+    with open(str(config["credentials_file"]), encoding="utf-8") as handle:
         credentials = json.load(handle)
     return config, str(credentials["username"]), str(credentials["password"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    handed = os.environ.get("CREDENTIALS_DIRECTORY", "")
-    default = (
-        os.path.join(handed, "config.json") if handed else "/etc/clusterforge/lifecycle/config.json"
-    )
-    config_path = args[0] if args else default
+    config_path = args[0] if args else "/etc/clusterforge/lifecycle/config.json"
     node = os.uname().nodename
     config: dict[str, Any] = {}
     try:

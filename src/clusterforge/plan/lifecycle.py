@@ -15,7 +15,9 @@ the runs to whichever node is elected next. The service runs as the system user
 :data:`LIFECYCLE_USER`, whose role may read and manage the policies' indices and nothing
 else. Its password is generated once on the control node into
 ``<inventory>/.opensearch/<user>.password`` (0600) and only written to the nodes'
-root-only credentials file, which systemd hands the service (``LoadCredential=``).
+credentials file, 0600 and owned by the system user (root and that user alone read it).
+The settings are root's, readable by the user's group; the CA is a copy of the node's
+(whose certificate directory only the engine's group may read).
 
 Where the index-management plugin runs (the tarball bundles it), ISM stays the
 alternative: which patterns an ISM policy manages is cluster state the inventory does not
@@ -57,8 +59,11 @@ RUNNER_PATH = "/usr/local/lib/clusterforge/lifecycle_runner.py"
 STATE_DIR = "/var/lib/clusterforge-lifecycle"
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 METRIC_FILE = "clusterforge_lifecycle.prom"
-# The credential's name under $CREDENTIALS_DIRECTORY (systemd's LoadCredential=).
-CREDENTIAL_NAME = "credentials.json"
+CREDENTIALS_FILE = f"{CONFIG_DIR}/credentials.json"
+# A copy of the node's CA certificate (public): the engine's certificate directory is
+# readable by the engine's group only. (systemd's LoadCredential= would hand root's
+# files to the unit instead, but on the lab's containers the user could not read them.)
+CA_COPY = f"{CONFIG_DIR}/ca.pem"
 # The timer: every 5 minutes, each host at its own fixed offset within the jitter.
 PERIOD_SECONDS = 300
 JITTER_SECONDS = 30
@@ -399,8 +404,8 @@ def plan_lifecycle(
         "unit": UNIT_NAME,
         "config_dir": CONFIG_DIR,
         "config_file": f"{CONFIG_DIR}/config.json",
-        "credentials_file": f"{CONFIG_DIR}/{CREDENTIAL_NAME}",
-        "credential_name": CREDENTIAL_NAME,
+        "credentials_file": CREDENTIALS_FILE,
+        "ca_copy": CA_COPY,
         "runner_path": RUNNER_PATH,
         "state_dir": STATE_DIR,
         "state_directory_name": STATE_DIR.rsplit("/", 1)[-1],
@@ -495,7 +500,6 @@ def runner_config(
         "urls": list(urls),
         "ca_file": ca_file,
         "credentials_file": lifecycle["credentials_file"],
-        "credential_name": lifecycle["credential_name"],
         "state_dir": lifecycle["state_dir"],
         "metric_file": lifecycle["metric_file"],
         "period_seconds": lifecycle["period_seconds"],
@@ -511,7 +515,8 @@ def complete_lifecycle(
 
     urls = {node.inventory_name: cluster.http_url(node) for node in cluster.nodes}
     names = {node.inventory_name: node.name for node in cluster.nodes}
-    lifecycle = {**lifecycle, "ca_file": ca_file}
+    # The role copies the node's CA (``ca_source``) to ``ca_copy``, which the runner reads.
+    lifecycle = {**lifecycle, "ca_source": ca_file}
     context = {"lifecycle": lifecycle, "cluster_name": cluster.name}
     return {
         **lifecycle,
@@ -522,7 +527,7 @@ def complete_lifecycle(
                 node=host,
                 node_name=names[host],
                 urls=[urls[host], *(url for name, url in urls.items() if name != host)],
-                ca_file=ca_file,
+                ca_file=str(lifecycle["ca_copy"]),
             )
             for host in lifecycle["hosts"]
         },
