@@ -3,7 +3,7 @@ test tool.
 
     flock /work/lab.lock python -m clusterforge.testing.lifecycle_check \
         --lab-json inventories/lab/lab.json --repo . [--minutes 16] [--no-site] \
-        [--no-stop] [--no-rule-change] [--alerts]
+        [--no-stop] [--no-rule-change] [--alerts] [--keep]
 
 What it does, in order, each step printing one ``LIFECYCLE {...}`` line:
 
@@ -31,9 +31,11 @@ What it does, in order, each step printing one ``LIFECYCLE {...}`` line:
    OpenSearchLifecycleIndexPastDeleteAge must arrive firing at the lab's webhook receiver;
    then ``site.yml`` restores the policies and the config.
 
-It leaves the policies' indices, template and timers in place; ``site.yml`` without the
-``-e`` removes the timers (the indices stay; delete them by hand). Exit code 0 when every
-check held, 1 otherwise (each violation printed).
+7. ``remove`` (unless ``--keep``): ``site.yml`` with no policy; the timers, the runner and
+   its settings must be gone from every node; then the check's indices, data stream and
+   template are deleted.
+
+Exit code 0 when every check held, 1 otherwise (each violation printed).
 """
 
 from __future__ import annotations
@@ -422,6 +424,37 @@ class Check:
             time.sleep(POLL)
         self.fail(f"the changed rule did not reach the existing indices: {pending}")
 
+    def remove(self) -> None:
+        """``site.yml`` with no policy: the timers and the runner's files go from every
+        node; then the check's own indices, data stream and template."""
+        self.site([])
+        left = []
+        for node in self.facts["nodes"]:
+            found = subprocess.run(  # noqa: S603
+                [  # noqa: S607
+                    "docker",
+                    "exec",
+                    self.container(str(node["name"])),
+                    "ls",
+                    "/etc/systemd/system/clusterforge-lifecycle.timer",
+                    "/etc/clusterforge/lifecycle",
+                    "/usr/local/lib/clusterforge/lifecycle_runner.py",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if found.stdout.strip():
+                left.append(f"{node['name']}: {found.stdout.split()}")
+        for path in (f"/_data_stream/{STREAM}", f"/{ALIAS}-*", f"/_index_template/{STREAM}"):
+            try:
+                self.client.call("DELETE", path)
+            except ApiError as error:
+                say("remove", note=f"DELETE {path}: {error}")
+        say("remove", left=left)
+        if left:
+            self.fail(f"with no policy left, the timers stay: {left}")
+
     def alerts(self) -> None:
         """The three alerts from one break: the data stream's cap lowered under its write
         index alone (over the cap while every run succeeds), then every runner pointed at
@@ -469,6 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-stop", action="store_true")
     parser.add_argument("--no-rule-change", action="store_true")
     parser.add_argument("--alerts", action="store_true", help="the alert drill (~30 min)")
+    parser.add_argument(
+        "--keep", action="store_true", help="leave the timers, indices and template in place"
+    )
     args = parser.parse_args(argv)
     facts = json.loads(args.lab_json.read_text())
     if facts.get("mode") != "tls":
@@ -499,6 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.alerts:
         check.alerts()
+    if not args.keep:
+        check.remove()
     say("done", violations=check.violations)
     return 1 if check.violations else 0
 
