@@ -307,7 +307,7 @@ class FakeEngine:
                 "persistent": {"cluster": {"max_shards_per_node": "4"}},
                 "defaults": {"cluster": {"max_shards_per_node": "1000"}},
             },
-            ("GET", "/_alias/events"): {
+            ("GET", "/events-*/_alias/events"): {
                 "events-000001": {"aliases": {"events": {"is_write_index": False}}},
                 "events-000002": {"aliases": {"events": {"is_write_index": True}}},
             },

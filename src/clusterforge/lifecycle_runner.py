@@ -483,7 +483,9 @@ def fetch_series(client: Client, policy: Mapping[str, Any], *, ism: bool) -> Ser
         write = names[-1] if names else None
     elif target:
         try:
-            answer = client.call("GET", f"/_alias/{_quote(target)}")
+            # Through the pattern: ``GET _alias/<alias>`` alone targets every index, and the
+            # security plugin refuses it (403) to a user granted the pattern only.
+            answer = client.call("GET", f"/{_quote(pattern)}/_alias/{_quote(target)}")
         except ApiError as error:
             if error.status != 404:
                 raise
