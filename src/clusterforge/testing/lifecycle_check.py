@@ -367,11 +367,14 @@ class Check:
             self.fail(f"the next run did not do what the preview said: {sorted(missing)}")
 
     def watch(self, minutes: float, writer: Writer) -> None:
-        end = time.time() + minutes * 60
+        started = time.time()
+        end = started + minutes * 60
         previewed = False
-        while time.time() < end:
+        while time.time() < end or not previewed:
             self.poll(time.time())
-            if not previewed and time.time() > end - minutes * 60 + 2 * PERIOD_SECONDS:
+            # Once there are rolled-over indices to act on (after the first run), and
+            # whatever --minutes says (a 10-minute watch once ended before it).
+            if not previewed and time.time() > started + PERIOD_SECONDS:
                 self.preview_matches_next_run()
                 previewed = True
             time.sleep(POLL)
