@@ -414,15 +414,20 @@ class Check:
             series = self.poll(time.time())
             events = next(one for one in series if one.name == "check-events")
             write = write_index_of(events)
-            pending = [
-                index.name
+            aged = [
+                index
                 for index in events.indices
-                if index.name != write
-                and time.time() - index.age_basis > 60 + POLL
-                and index.replicas != 0
+                if index.name != write and time.time() - index.age_basis > 60 + POLL
             ]
-            if not pending:
-                say("rule-change", seconds=round(time.time() - applied, 1))
+            pending = [index.name for index in aged if index.replicas != 0]
+            # Not done until an existing index is old enough for the new rule (an empty
+            # list proved nothing on the lab's first run).
+            if aged and not pending:
+                say(
+                    "rule-change",
+                    seconds=round(time.time() - applied, 1),
+                    indices=[index.name for index in aged],
+                )
                 return
             time.sleep(POLL)
         self.fail(f"the changed rule did not reach the existing indices: {pending}")
