@@ -345,6 +345,9 @@ class Check:
         """Right after a run: the preview, then the next run's actions."""
         since = time.time()
         while not self.acting_lines(since - 5) and time.time() - since < PERIOD_SECONDS + 90:
+            # Polls go on meanwhile: a deletion judged on a stale poll once took an index
+            # that had rolled over since for a write index.
+            self.poll(time.time())
             time.sleep(5)
         time.sleep(3)
         cluster, series = fetch_state(self.client, self.policies, ism=False)
@@ -352,6 +355,7 @@ class Check:
         after = time.time()
         lines: list[str] = []
         while not lines and time.time() - after < PERIOD_SECONDS + 90:
+            self.poll(time.time())
             time.sleep(5)
             lines = self.acting_lines(after)
         done: set[str] = set()
