@@ -533,6 +533,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_stop:
             writer.phase = "stop"
             check.stop_manager()
+            # Until the restarted node has rejoined, its own 503s are the stop's (the lab's
+            # second run counted 20 of them against the lifecycle).
+            rejoined = time.time()
+            while time.time() - rejoined < 300:
+                health = check.client.call("GET", "/_cluster/health")
+                if int(health.get("number_of_nodes", 0)) >= len(facts["nodes"]):
+                    break
+                time.sleep(POLL)
+            time.sleep(30)
             writer.phase = "watch"
         if not args.no_rule_change:
             check.rule_change()
