@@ -197,6 +197,37 @@ def cases(a: Alerting, nodes: int, samples: int, now: int) -> list[Case]:
                 )
         return found
 
+    def lifecycle(
+        *, run_ok: int = 1, run_age: int = 60, success_age: int = 60, **gauges: float
+    ) -> list[tuple[str, str]]:
+        # What a lifecycle runner's textfile holds (clusterforge.lifecycle_runner); ages
+        # on promtool's clock, whose ``now`` is the evaluation time.
+        labels = {"job": "node", "instance": "n1:9100", "cluster": "search"}
+        found = [
+            (
+                series("clusterforge_lifecycle_last_run_success", **labels),
+                constant(run_ok, samples),
+            ),
+            (
+                series("clusterforge_lifecycle_last_run_timestamp_seconds", **labels),
+                constant(now - run_age, samples),
+            ),
+            (
+                series("clusterforge_lifecycle_last_success_timestamp_seconds", **labels),
+                constant(now - success_age, samples),
+            ),
+        ]
+        found += [
+            (
+                series(f"clusterforge_lifecycle_{name}", **labels, policy="events"),
+                constant(v, samples),
+            )
+            for name, v in gauges.items()
+        ]
+        return found
+
+    grace = 3 * 300
+    delete_after = 300
     max_age = seconds(a.snapshot_max_age)
     error_fire = min(a.error_percent + 5, 100)
     error_quiet = max(a.error_percent - 3, 0)
@@ -331,6 +362,35 @@ def cases(a: Alerting, nodes: int, samples: int, now: int) -> list[Case]:
             requests(error_quiet),
             {"job": "order_service"},
             a.error_for,
+        ),
+        Case(
+            "OpenSearchLifecycleRunsFailing",
+            lifecycle(run_ok=0),
+            lifecycle(),
+            {"cluster": "search"},
+            "15m",
+            # Runs that stopped succeeding, or stopped: the same alert.
+            extra_quiet=[(lifecycle(success_age=grace - 120), now)],
+        ),
+        Case(
+            "OpenSearchLifecyclePatternOverCap",
+            lifecycle(size_bytes=200, max_total_size_bytes=100),
+            lifecycle(size_bytes=50, max_total_size_bytes=100),
+            {"cluster": "search", "policy": "events"},
+            "15m",
+        ),
+        Case(
+            "OpenSearchLifecycleIndexPastDeleteAge",
+            lifecycle(
+                oldest_index_timestamp_seconds=now - delete_after - grace - 900,
+                delete_after_seconds=delete_after,
+            ),
+            lifecycle(
+                oldest_index_timestamp_seconds=now - delete_after,
+                delete_after_seconds=delete_after,
+            ),
+            {"cluster": "search", "policy": "events"},
+            "5m",
         ),
     ]
 

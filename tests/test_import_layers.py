@@ -14,7 +14,16 @@ LIBRARY = Path(__file__).resolve().parents[1] / "src" / "clusterforge"
 FLOORS: tuple[frozenset[str], ...] = (
     # 1. The ground: no other part of the library, or only one another of this floor.
     frozenset(
-        {"errors", "durations", "addresses", "schema", "client", "ldap_check", "snapshot_runner"}
+        {
+            "errors",
+            "durations",
+            "addresses",
+            "schema",
+            "client",
+            "ldap_check",
+            "snapshot_runner",
+            "lifecycle_runner",
+        }
     ),
     # 2. Certificates, keys, hashes and the security files' shapes.
     frozenset({"pki"}),

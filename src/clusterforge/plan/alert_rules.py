@@ -22,6 +22,7 @@ import yaml
 
 from clusterforge.durations import whole_seconds
 from clusterforge.plan.alerting_model import Alerting, Watermark
+from clusterforge.plan.lifecycle_alerts import lifecycle_rules
 from clusterforge.plan.render import MANAGED_HEADER
 
 __all__ = [
@@ -138,6 +139,8 @@ def alert_rules(alerting: Alerting, expected_nodes: int) -> str:
         *([_snapshot_too_old(a.snapshot_max_age)] if a.snapshot_max_age else []),
         _outbox_backlog(a),
         _service_5xx(a),
+        # The index lifecycle's (docs/lifecycle.md); quiet without its metrics.
+        *lifecycle_rules(),
     ]
     return managed_yaml({"groups": [{"name": RULES_GROUP, "rules": rules}]})
 

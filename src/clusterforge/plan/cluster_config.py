@@ -52,6 +52,7 @@ from clusterforge.plan.cluster_objects import (
     request_for,
     setting_string,
 )
+from clusterforge.plan.lifecycle import LIFECYCLE_ROLE
 from clusterforge.plan.monitoring import MONITOR_ROLE
 from clusterforge.plan.orders_search import READER_ROLE, WRITER_ROLE
 from clusterforge.plan.snapshot_schedule import SNAPSHOT_ROLE
@@ -451,9 +452,11 @@ def toolkit_security_names() -> dict[str, list[str]]:
     refused or kept the same way in every inventory)."""
     return {
         ROLES.variable: sorted(
-            TOOLKIT_ROLE_NAMES | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE, SNAPSHOT_ROLE}
+            TOOLKIT_ROLE_NAMES
+            | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE, SNAPSHOT_ROLE, LIFECYCLE_ROLE}
         ),
         ROLE_MAPPINGS.variable: sorted(
-            TOOLKIT_ROLE_MAPPING_NAMES | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE, SNAPSHOT_ROLE}
+            TOOLKIT_ROLE_MAPPING_NAMES
+            | {READER_ROLE, WRITER_ROLE, MONITOR_ROLE, SNAPSHOT_ROLE, LIFECYCLE_ROLE}
         ),
     }

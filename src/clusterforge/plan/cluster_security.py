@@ -181,6 +181,7 @@ def plan_security_files(
     cluster: Cluster | None = None,
     monitoring_user: MonitoringUser | None = None,
     snapshot_password: str | None = None,
+    extra_rows: Sequence[ToolkitUser] = (),
 ) -> dict[str, Any] | None:
     if pki is None:
         return None
@@ -194,6 +195,7 @@ def plan_security_files(
         rows.append(monitoring_toolkit_user(monitoring_user))
     if snapshot_password is not None:  # the scheduled snapshots' runner
         rows.append(snapshot_toolkit_user(snapshot_password))
+    rows.extend(extra_rows)  # the lifecycle runner's (clusterforge.plan.lifecycle)
     additions = toolkit_security_additions(rows)
     users += additions.users
     roles: dict[str, Any] = additions.roles

@@ -20,6 +20,7 @@ rollout        :mod:`clusterforge.plan.restarts` (batches: :mod:`clusterforge.pl
 removal,groups :mod:`clusterforge.plan.removal`
 services       :mod:`clusterforge.plan.services_plan`
 snapshots      :mod:`clusterforge.plan.snapshots`
+lifecycle      :mod:`clusterforge.plan.lifecycle`
 ============== ============================================================
 
 A new section is one entry of the ``plan`` dict in :func:`build_plan` (and one name in
@@ -63,6 +64,8 @@ from clusterforge.plan.console import (
     render_console_config,
 )
 from clusterforge.plan.ldap import ldap_facts
+from clusterforge.plan.lifecycle import complete_lifecycle, lifecycle_password
+from clusterforge.plan.lifecycle import toolkit_user as lifecycle_toolkit_user
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.monitoring import plan_monitoring_user
 from clusterforge.plan.orders_search import DISABLED
@@ -90,6 +93,7 @@ PLAN_SECTIONS = (
     "groups",
     "services",
     "snapshots",
+    "lifecycle",
     "nodes",
 )
 
@@ -182,6 +186,15 @@ def build_plan(
                 ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
             ),
         }
+    lifecycle = validated.lifecycle
+    lifecycle_rows = []
+    if lifecycle is not None and pki is not None:
+        # The index lifecycle (clusterforge.plan.lifecycle): the runner's engine user, its
+        # password generated once on the control node, and what each eligible node gets.
+        lifecycle_rows.append(lifecycle_toolkit_user(lifecycle, lifecycle_password(inventory_dir)))
+        lifecycle = complete_lifecycle(
+            lifecycle, cluster, ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}"
+        )
     # Only a plan that looked at the nodes says what their opensearch.yml needs; without
     # the look the field is absent and roles/opensearch restarts on any change.
     rollout = (
@@ -210,6 +223,7 @@ def build_plan(
             # The monitoring's exporter user, with a monitoring host (docs/monitoring.md).
             plan_monitoring_user(cluster, monitoring_vars, inventory_dir=inventory_dir),
             snapshot_password,
+            lifecycle_rows,
         )
         if security_files
         else dict(SECURITY_FILES_OMITTED),
@@ -228,6 +242,8 @@ def build_plan(
         "groups": plan_groups(cluster, observed, preview=preview),
         "services": validated.services,
         "snapshots": snapshots,
+        # The index lifecycle's timer (docs/lifecycle.md), None without policies.
+        "lifecycle": lifecycle,
         "nodes": nodes,
     }
     return plan

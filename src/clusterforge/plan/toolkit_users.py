@@ -1,7 +1,8 @@
 """The toolkit's own internal users, one shape for all: the order service's writer
 (clusterforge.plan.orders_search), the monitoring's exporter
-(clusterforge.plan.monitoring_user) and the scheduled snapshots' runner
-(clusterforge.plan.snapshot_schedule). Each is a row of one table: its name, what it may
+(clusterforge.plan.monitoring_user), the scheduled snapshots' runner
+(clusterforge.plan.snapshot_schedule) and the index lifecycle's runner
+(clusterforge.plan.lifecycle). Each is a row of one table: its name, what it may
 do (its roles, each mapped to it alone), where its password lives on the control node,
 and a line for the security files. ``plan_security_files`` adds every row the inventory
 calls for; no module writes the user, role and mapping by hand any more (issue 51: three

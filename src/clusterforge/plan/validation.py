@@ -38,6 +38,7 @@ from clusterforge.plan.cluster_pki import (
 from clusterforge.plan.cluster_security import SECURITY_USERS_VARIABLE, check_orders_user
 from clusterforge.plan.console import build_consoles
 from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
+from clusterforge.plan.lifecycle import plan_lifecycle
 from clusterforge.plan.model import SECURITY_PLUGIN_NAME, Cluster, build_cluster, plain_data
 from clusterforge.plan.monitoring import check_monitoring
 from clusterforge.plan.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
@@ -81,6 +82,8 @@ class ValidatedInventory:
     snapshots: dict[str, Any] | None
     warnings: tuple[str, ...]
     services: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    # The index lifecycle (clusterforge.plan.lifecycle), None without policies.
+    lifecycle: dict[str, Any] | None = None
 
 
 _T = TypeVar("_T")
@@ -176,10 +179,16 @@ def validate_inventory(
         None,
     )
     snapshots = None
+    lifecycle = None
     if cluster is not None:
         snapshots = _collect(
             problems,
             lambda: plan_snapshots(cluster, nodes_vars[0][1], inventory_dir=inventory_dir),
+            None,
+        )
+        lifecycle = _collect(
+            problems,
+            lambda: plan_lifecycle(cluster, nodes_vars[0][1], inventory_dir=inventory_dir),
             None,
         )
         deploy_only.extend(_missing_console_files(consoles_vars))
@@ -228,6 +237,7 @@ def validate_inventory(
         snapshots=snapshots,
         warnings=tuple(warnings),
         services=services,
+        lifecycle=lifecycle,
     )
 
 

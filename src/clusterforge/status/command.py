@@ -22,6 +22,7 @@ from typing import Any
 from clusterforge.client import DEFAULT_TIMEOUT, ClusterClient
 from clusterforge.errors import ClusterforgeError
 from clusterforge.plan.cluster_config import ClusterConfig
+from clusterforge.status import lifecycle as lifecycle_status
 from clusterforge.status.alerts import alert_problems, firing_alerts, render_alerts
 from clusterforge.status.drift import (
     declared_config,
@@ -199,6 +200,8 @@ def render_table(report: dict[str, Any]) -> str:
     else:
         lines.append("services  none in this inventory")
     lines.append(_snapshots_line(report.get("snapshots")))
+    if report.get("lifecycle") is not None:  # docs/lifecycle.md
+        lines += lifecycle_status.status_lines(report["lifecycle"], datetime.now(UTC).timestamp())
     lines.append("")
     alerts = report.get("alerts")
     if alerts is not None:
@@ -234,19 +237,37 @@ def _target(args: argparse.Namespace, extra_vars: Mapping[str, Any]) -> Target:
     return load_lab_json(lab_json)
 
 
-def _declared(
+def _opensearch_vars(
     args: argparse.Namespace, target: Target, extra_vars: Mapping[str, Any]
-) -> ClusterConfig | None:
-    """The cluster objects the inventory (the one given, or the lab's beside its lab.json)
-    declares, ``-e`` on top; None when it declares none, or for a lab.json without an
-    inventory beside it and no ``-e``."""
-    variables = target.opensearch_vars
+) -> Mapping[str, Any] | None:
+    """The opensearch group's variables, read once: the inventory's (an ``--inventory``
+    target has them), or the lab's inventory beside its lab.json, ``-e`` on top; None for
+    a lab.json without an inventory beside it and no ``-e``."""
+    if target.opensearch_vars is not None:
+        return target.opensearch_vars
+    inventory = Path(args.lab_json or DEFAULT_LAB_JSON).parent
+    if not extra_vars and not (inventory / "hosts.yml").exists():
+        return None
+    return lab_inventory_vars(inventory, args.vault_password_file, extra_vars)
+
+
+def _declared(target: Target, variables: Mapping[str, Any] | None) -> ClusterConfig | None:
+    """The cluster objects the inventory declares; None when it declares none."""
     if variables is None:
-        inventory = Path(args.lab_json or DEFAULT_LAB_JSON).parent
-        if not extra_vars and not (inventory / "hosts.yml").exists():
-            return None
-        variables = lab_inventory_vars(inventory, args.vault_password_file, extra_vars)
+        return None
     return declared_config(variables, secured=target.secured)
+
+
+def _lab_monitoring(args: argparse.Namespace, target: Target) -> Mapping[str, Any] | None:
+    """A lab.json's monitoring (the lifecycle runs' metrics are in its Prometheus)."""
+    if target.opensearch_vars is not None:
+        return None
+    try:
+        facts = json.loads(Path(args.lab_json or DEFAULT_LAB_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+    monitoring = facts.get("monitoring")
+    return monitoring if isinstance(monitoring, Mapping) else None
 
 
 class _UsageError(ClusterforgeError):
@@ -284,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         extra_vars = parse_extra_vars(args.extra_vars)
         target = _target(args, extra_vars)
-        declared = _declared(args, target, extra_vars)
+        variables = _opensearch_vars(args, target, extra_vars)
+        declared = _declared(target, variables)
     except ClusterforgeError as error:
         print(f"scripts/status: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -303,6 +325,12 @@ def main(argv: list[str] | None = None) -> int:
             found = find_drift(target, declared, client)
             report["drift"] = found["drift"]
             report["problems"] += drift_problems(found)
+    lifecycle = lifecycle_status.status_report(
+        target, variables, monitoring=_lab_monitoring(args, target)
+    )
+    if lifecycle is not None:
+        report["lifecycle"] = lifecycle
+        report["problems"] += lifecycle_status.status_problems(lifecycle)
     if target.alertmanager is not None:
         alerts = firing_alerts(target.alertmanager, timeout=args.timeout)
         report["alerts"] = alerts
