@@ -227,7 +227,7 @@ def status_report(
         timeout=TIMEOUT,
     )
     try:
-        _, series = fetch_state(client, policies, ism=ism_declared(variables))
+        _state, series = fetch_state(client, policies, ism=ism_declared(variables))
     except ApiError as error:
         return {"policies": [], "last_run": None, "error": str(error)}
     return status_section(
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
     try:
-        urls, ca, username, password, variables, _ = _connection(args)
+        urls, ca, username, password, variables, _monitoring = _connection(args)
         policies = check_policies(variables.get(VARIABLE))
     except ClusterforgeError as error:
         print(f"scripts/lifecycle: error: {error}", file=sys.stderr)

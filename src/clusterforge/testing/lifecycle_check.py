@@ -137,7 +137,7 @@ class Writer(threading.Thread):
         while not self.stop.is_set():
             lines = []
             for target in (ALIAS, STREAM):
-                for _ in range(10):
+                for _document in range(10):
                     number += 1
                     lines.append(json.dumps({"create": {"_index": target}}))
                     lines.append(
