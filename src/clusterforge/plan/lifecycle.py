@@ -36,8 +36,11 @@ from typing import TYPE_CHECKING, Any
 from clusterforge.durations import FORMS as DURATION_FORMS
 from clusterforge.durations import duration_seconds
 from clusterforge.errors import InventoryError
-from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
-from clusterforge.plan.toolkit_users import ToolkitUser
+from clusterforge.plan.toolkit_users import (
+    ToolkitUser,
+    generated_password,
+    generated_password_path,
+)
 from clusterforge.schema import as_int
 
 if TYPE_CHECKING:
@@ -48,8 +51,6 @@ VARIABLE = "opensearch_lifecycle_policies"
 LIFECYCLE_USER = "clusterforge-lifecycle"
 LIFECYCLE_ROLE = "clusterforge_lifecycle"
 SYSTEM_USER = "clusterforge-lifecycle"
-PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - a directory name
-PASSWORD_BYTES = 32
 
 UNIT_NAME = "clusterforge-lifecycle"
 CONFIG_DIR = "/etc/clusterforge/lifecycle"
@@ -107,18 +108,9 @@ def size_bytes(text: str) -> int | None:
     return int(match.group(1)) * SIZE_FACTORS[match.group(2)]
 
 
-def generated_password_path(inventory_dir: Path) -> Path:
-    return inventory_dir / PASSWORD_DIR_NAME / f"{LIFECYCLE_USER}.password"
-
-
 def lifecycle_password(inventory_dir: Path) -> str:
     """The lifecycle user's password, generated once into its 0600 file. Never printed."""
-    try:
-        return read_or_generate(
-            generated_password_path(inventory_dir), generate=url_safe(PASSWORD_BYTES)
-        )
-    except GeneratedSecretError as error:
-        raise InventoryError([str(error)]) from None
+    return generated_password(inventory_dir, LIFECYCLE_USER)
 
 
 def _duration(where: str, value: Any, problems: list[str]) -> int | None:
@@ -392,7 +384,9 @@ def plan_lifecycle(
         return None
     from clusterforge.plan.snapshots import sm_available
 
-    password_file = generated_password_path(inventory_dir.resolve()) if inventory_dir else None
+    password_file = (
+        generated_password_path(inventory_dir.resolve(), LIFECYCLE_USER) if inventory_dir else None
+    )
     return {
         "policies": policies,
         "hosts": [node.inventory_name for node in cluster.nodes if node.cluster_manager_eligible],

@@ -32,8 +32,11 @@ from typing import TYPE_CHECKING, Any
 from clusterforge.durations import duration_problem
 from clusterforge.durations import duration_seconds as parse_duration
 from clusterforge.errors import InventoryError
-from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
-from clusterforge.plan.toolkit_users import ToolkitUser
+from clusterforge.plan.toolkit_users import (
+    ToolkitUser,
+    generated_password,
+    generated_password_path,
+)
 from clusterforge.schema import as_int
 
 if TYPE_CHECKING:
@@ -60,8 +63,6 @@ SNAPSHOT_ROLE_BODY: Mapping[str, Any] = {
     ],
     "index_permissions": [],
 }
-PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - a directory name
-PASSWORD_BYTES = 32
 
 UNIT_NAME = "clusterforge-snapshot"
 CONFIG_DIR = "/etc/clusterforge/snapshot-schedule"
@@ -153,18 +154,9 @@ def duration_seconds(value: str) -> int | None:
     return None if seconds is None else int(seconds)
 
 
-def generated_password_path(inventory_dir: Path) -> Path:
-    return inventory_dir / PASSWORD_DIR_NAME / f"{SNAPSHOT_USER}.password"
-
-
 def snapshot_password(inventory_dir: Path) -> str:
     """The snapshot user's password, generated once into its 0600 file. Never printed."""
-    try:
-        return read_or_generate(
-            generated_password_path(inventory_dir), generate=url_safe(PASSWORD_BYTES)
-        )
-    except GeneratedSecretError as error:
-        raise InventoryError([str(error)]) from None
+    return generated_password(inventory_dir, SNAPSHOT_USER)
 
 
 def plan_schedule(
@@ -275,7 +267,9 @@ def plan_schedule(
         )
     prefix = f"{cluster.name.lower()}-scheduled-"
     # Absolute: the roles read it with a lookup, which takes a relative path from the play.
-    password_file = generated_password_path(inventory_dir.resolve()) if inventory_dir else None
+    password_file = (
+        generated_password_path(inventory_dir.resolve(), SNAPSHOT_USER) if inventory_dir else None
+    )
     return {
         "calendar": normalized,
         "expression": expression,

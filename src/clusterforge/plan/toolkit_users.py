@@ -13,7 +13,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from clusterforge.errors import InventoryError
+from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
+
+# Where a toolkit user's generated password lives, beside the inventory (git-ignored).
+PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - a directory name
+PASSWORD_BYTES = 32
+
+
+def generated_password_path(inventory_dir: Path, username: str) -> Path:
+    return inventory_dir / PASSWORD_DIR_NAME / f"{username}.password"
+
+
+def generated_password(inventory_dir: Path, username: str) -> str:
+    """``username``'s password, generated once into its 0600 file. Never printed."""
+    try:
+        return read_or_generate(
+            generated_password_path(inventory_dir, username), generate=url_safe(PASSWORD_BYTES)
+        )
+    except GeneratedSecretError as error:
+        raise InventoryError([str(error)]) from None
 
 
 @dataclass(frozen=True, kw_only=True)
