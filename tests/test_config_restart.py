@@ -226,14 +226,16 @@ def test_the_role_records_what_the_plan_decided_for_each_changed_file(tmp_path: 
     ]
 
 
-def test_a_removal_look_reads_member_ids_and_the_voting_configuration(
+def test_a_removal_look_reads_member_ids_the_voting_configuration_and_the_exclusion(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The plan counts a demoted node still in the voting configuration (issue 50,
-    # finding 3): the look keeps each member's node id and reads the configuration.
+    # The plan counts the voters, and finishes a removal an earlier run began (issue 50,
+    # finding 3): the look keeps each member's node id, reads the configuration and the
+    # persistent settings, where the begun removal's allocation exclusion is.
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     answers = {
         "/_nodes": {"nodes": {"id-1": {"name": "os-1", "roles": ["cluster_manager"]}}},
+        "/_cluster/settings": {"persistent": {"cluster.routing.allocation.exclude._name": "os-3"}},
         "/_cluster/state/metadata": {
             "metadata": {
                 "cluster_coordination": {
@@ -266,3 +268,4 @@ def test_a_removal_look_reads_member_ids_and_the_voting_configuration(
         "last_committed_config": ["id-1", "id-2", "id-3"],
         "voting_config_exclusions": [{"node_id": "id-3", "node_name": "os-3"}],
     }
+    assert seen["persistent_settings"] == {"cluster.routing.allocation.exclude._name": "os-3"}

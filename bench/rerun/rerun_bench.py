@@ -101,6 +101,11 @@ def main() -> int:
         import monitoring_ab
 
         return monitoring_ab.main(sys.argv[1:])
+    if "--profile" in sys.argv[1:]:
+        # Where the rerun's time goes, task by task, Mitogen and linear (issue 54).
+        import profile as rerun_profile
+
+        return rerun_profile.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5, help="rounds to run (default 5)")
     parser.add_argument("--no-record", action="store_true", help="print, do not write RESULTS.md")

@@ -68,6 +68,9 @@ VOTING_PATH = (
     "/_cluster/state/metadata?filter_path=metadata.cluster_coordination.last_committed_config,"
     "metadata.cluster_coordination.voting_config_exclusions"
 )
+# The persistent settings, for the allocation exclusion a removal's drain sets: a removal
+# an earlier run began is finished rather than judged again (clusterforge.plan.removal).
+SETTINGS_PATH = "/_cluster/settings?flat_settings=true&filter_path=persistent"
 READ_TIMEOUT_S = 10
 MEMINFO_PATH = "/proc/meminfo"
 # The markers the plan judges by; the others (what securityadmin loaded) are the
@@ -125,6 +128,7 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
             "cluster_nodes": [],
             "index_settings": None,
             "voting": None,
+            "persistent_settings": None,
             "security_mode": None if mode_text is None else mode_text.strip(),
             # Any file left at an old place: roles/opensearch moves it this run.
             "legacy_markers": bool(left),
@@ -160,6 +164,9 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
                         coordination.get("voting_config_exclusions") or []
                     ),
                 }
+            settings = self._read(SETTINGS_PATH, task_vars)
+            if isinstance(settings, dict):
+                observed["persistent_settings"] = dict(settings.get("persistent") or {})
         return observed
 
     def _read(self, path: str, task_vars: dict[str, Any]) -> Any:

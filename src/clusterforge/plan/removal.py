@@ -8,6 +8,7 @@ cluster its quorum or its replicas, and says how the drain goes (:func:`drain_se
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from clusterforge.errors import ClusterforgeError
@@ -16,30 +17,44 @@ from clusterforge.plan.restarts import observed_awareness_pause
 from clusterforge.plan.rollout import AWARENESS_PAUSE, CLUSTER_MANAGER_ROLES
 
 DATA_ROLES = frozenset({"data"})
+# The persistent setting a removal's drain sets first (drain_settings), before any node of
+# the run restarts (site.yml, "Begin the removal").
+EXCLUDE_NAME = "cluster.routing.allocation.exclude._name"
 
 
 class RemovalRefusedError(ClusterforgeError):
     """Removing the nodes marked absent would cost the cluster its quorum or its replicas."""
 
 
-def _observed_cluster(
-    observed: Mapping[str, Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any] | None]:
-    """The cluster's members (id, name, roles), its indices' settings (None when they could
-    not be read) and its voting configuration (``last_committed_config``, node ids, and
-    ``voting_config_exclusions``; None when not read), as the first running node that
-    answered reports them (playbooks/plan.yml, the clusterforge_observe action)."""
+@dataclass(frozen=True)
+class ObservedCluster:
+    """What the first running node that answered reports (playbooks/plan.yml, the
+    clusterforge_observe action): the members (id, name, roles); the indices' settings
+    and the voting configuration (``last_committed_config``, node ids, and
+    ``voting_config_exclusions``), each None when it could not be read; and the names the
+    persistent allocation exclusion holds."""
+
+    members: list[dict[str, Any]]
+    index_settings: dict[str, Any] | None
+    voting: dict[str, Any] | None
+    allocation_excluded: frozenset[str]
+
+
+def _observed_cluster(observed: Mapping[str, Mapping[str, Any]]) -> ObservedCluster:
     for seen in observed.values():
         members = (seen or {}).get("cluster_nodes")
         if members:
             settings = seen.get("index_settings")
             voting = seen.get("voting")
-            return (
+            persistent = seen.get("persistent_settings")
+            excluded = persistent.get(EXCLUDE_NAME) if isinstance(persistent, Mapping) else None
+            return ObservedCluster(
                 [dict(member) for member in members],
                 dict(settings) if isinstance(settings, Mapping) else None,
                 dict(voting) if isinstance(voting, Mapping) else None,
+                frozenset(name.strip() for name in str(excluded or "").split(",") if name.strip()),
             )
-    return [], {}, None
+    return ObservedCluster([], {}, None, frozenset())
 
 
 def counted_managers(
@@ -49,17 +64,13 @@ def counted_managers(
     cluster-manager-eligible ones, and those the cluster's committed voting configuration
     still holds, less those a voting exclusion has already taken out.
 
-    Why the voting configuration too: a scale-in from 3 nodes to 2 also takes the
-    manager role from one of the two that stay (two eligible nodes survive the loss of
-    neither), and site.yml's rolling restart does that before decommission.yml drains.
-    A run killed after the drain began was judged again by its rerun, which saw one
-    eligible node fewer than the first run had counted and refused the same removal
-    (issue 50, finding 3). The engine keeps the demoted node in its voting configuration
-    (auto-shrink keeps three voters until an exclusion), so counting the configuration
-    gives the rerun the first run's count. And a leaving node the killed run already
-    excluded from voting has given its vote up: removing it costs no quorum.
-    Without the configuration (not read) only the roles count, as before: a rerun is
-    then refused rather than judged on less than the cluster says.
+    Why the voting configuration too: a leaving node that a killed run already excluded
+    from voting has given its vote up, so removing it costs no quorum; and a node the
+    configuration still holds counts. Without the configuration (not read) only the roles
+    count: a rerun is then refused rather than judged on less than the cluster says.
+    (A demoted node does not stay in the configuration: on OpenSearch 2.19.4 it shrank to
+    the elected manager alone once the other node rejoined without the role. The mark of
+    a begun removal covers that case; see :func:`plan_removal`.)
     """
     eligible = {
         str(member["name"])
@@ -139,7 +150,8 @@ def plan_removal(
     ``via`` is a present, running node through which the drain's API calls go.
     """
     removed = cluster.removed_nodes
-    members, index_settings, voting = _observed_cluster(observed)
+    seen = _observed_cluster(observed)
+    members, index_settings = seen.members, seen.index_settings
     member_roles = {
         str(member["name"]): [str(role) for role in member.get("roles") or []] for member in members
     }
@@ -151,11 +163,25 @@ def plan_removal(
         def has_role(name: str, wanted: frozenset[str]) -> bool:
             return bool(wanted.intersection(member_roles[name]))
 
-        counted = counted_managers(members, voting)
+        counted = counted_managers(members, seen.voting)
         managers = [name for name in member_roles if name in counted]
         managers_left = [name for name in managers if name not in {n.name for n in leaving}]
         quorum = len(managers) // 2 + 1
-        if managers and len(managers_left) < quorum:
+        # A removal an earlier run began: its drain excluded exactly these nodes before
+        # any node of that run restarted, so that run judged the quorum on the roles the
+        # cluster had then. Its rolling restart may since have taken the manager role
+        # from a node that stays (two eligible nodes survive the loss of neither), and
+        # the engine shrank its voting configuration to match: judged again, the same
+        # removal would be refused, and the cluster left half-drained (issue 50,
+        # finding 3). It is finished instead; one floor still holds.
+        begun = {node.name for node in leaving} <= seen.allocation_excluded
+        if begun and managers and not managers_left:
+            problems.append(
+                f"removing {hosts} (opensearch_node_state: absent) would leave no "
+                "cluster-manager-eligible node: set opensearch_node_state: present on one "
+                "of them, or give a node that stays the cluster_manager role first."
+            )
+        elif not begun and managers and len(managers_left) < quorum:
             problems.append(
                 f"removing {hosts} (opensearch_node_state: absent) would leave "
                 f"{len(managers_left)} of the cluster's {len(managers)} cluster-manager-eligible "
@@ -226,7 +252,7 @@ def drain_settings(
     exclusion, and a pause of allocation awareness when whole zones leave or the zones are
     turned off (``paused``: the rollout's awareness pause, which the removal then lifts).
     cleanup.yml resets each of them once the nodes have left."""
-    settings = {"cluster.routing.allocation.exclude._name": ",".join(names)}
+    settings = {EXCLUDE_NAME: ",".join(names)}
     if zones_leaving or paused:
         settings.update(AWARENESS_PAUSE)
     return settings
