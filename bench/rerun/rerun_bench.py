@@ -103,7 +103,7 @@ def main() -> int:
         return monitoring_ab.main(sys.argv[1:])
     if "--profile" in sys.argv[1:]:
         # Where the rerun's time goes, task by task, Mitogen and linear (issue 54).
-        import profile as rerun_profile
+        import rerun_profile
 
         return rerun_profile.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__)
