@@ -241,6 +241,8 @@ def build_plan(
         ),
         "groups": plan_groups(cluster, observed, preview=preview),
         "services": validated.services,
+        # The db server's TLS settings, from the cluster's TLS profile (roles/postgresql).
+        "postgresql_tls": validated.postgresql_tls,
         "snapshots": snapshots,
         # The index lifecycle's timer (docs/lifecycle.md), None without policies.
         "lifecycle": lifecycle,
