@@ -19,6 +19,7 @@ consoles       :mod:`clusterforge.plan.console`
 rollout        :mod:`clusterforge.plan.restarts` (batches: :mod:`clusterforge.plan.rollout`)
 removal,groups :mod:`clusterforge.plan.removal`
 services       :mod:`clusterforge.plan.services_plan`
+postgresql_tls :func:`clusterforge.plan.services_database.server_tls`
 snapshots      :mod:`clusterforge.plan.snapshots`
 lifecycle      :mod:`clusterforge.plan.lifecycle`
 ============== ============================================================
@@ -92,6 +93,7 @@ PLAN_SECTIONS = (
     "removal",
     "groups",
     "services",
+    "postgresql_tls",
     "snapshots",
     "lifecycle",
     "nodes",
