@@ -21,8 +21,8 @@ FLOORS: tuple[frozenset[str], ...] = (
             "schema",
             "client",
             "ldap_check",
-            "snapshot_runner",
-            "lifecycle_runner",
+            # The code that runs on the hosts: the standard library and itself only.
+            "host_runners",
         }
     ),
     # 2. Certificates, keys, hashes and the security files' shapes.

@@ -36,9 +36,10 @@ Arguments:
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check_inventory.yml) runs it on localhost, before
-    any connection; its result holds ``checked``, ``model_warnings`` and ``services``
+    any connection; its result holds ``checked``, ``model_warnings``, ``services``
     (each service host's settings as the services' models validated them, settings file
-    included: the result is no_log, as the plan's is).
+    included: the result is no_log, as the plan's is) and ``postgresql_tls`` (the db
+    server's TLS settings from the cluster's TLS profile, for roles/postgresql).
   checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
@@ -170,6 +171,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     checked=True,
                     model_warnings=list(validated.warnings),
                     services=validated.services,
+                    # roles/postgresql's TLS settings when no plan runs (services.yml).
+                    postgresql_tls=validated.postgresql_tls,
                     # The services' settings files hold their secrets.
                     _ansible_no_log=True,
                 )

@@ -100,6 +100,8 @@ options:
       - Its result holds C(services), each service host's settings as the services'
         own models validated them (settings file included, so the result is no_log);
         C(playbooks/check_inventory.yml) keeps them as C(__clusterforge_checked_services).
+      - It holds C(postgresql_tls) too, as the plan does; C(playbooks/check_inventory.yml)
+        keeps it as C(__clusterforge_checked_postgresql_tls).
     type: bool
     default: false
   checked_services:
@@ -203,6 +205,11 @@ consoles:
   type: dict
 services:
   description: The services' hosts and their validated settings.
+  returned: success
+  type: dict
+postgresql_tls:
+  description: The services' PostgreSQL server's TLS settings (C(ssl_min_protocol_version),
+    C(ssl_max_protocol_version), C(ssl_ciphers)) from the cluster's TLS profile.
   returned: success
   type: dict
 snapshots:

@@ -19,6 +19,7 @@ consoles       :mod:`clusterforge.plan.console`
 rollout        :mod:`clusterforge.plan.restarts` (batches: :mod:`clusterforge.plan.rollout`)
 removal,groups :mod:`clusterforge.plan.removal`
 services       :mod:`clusterforge.plan.services_plan`
+postgresql_tls :func:`clusterforge.plan.services_database.server_tls`
 snapshots      :mod:`clusterforge.plan.snapshots`
 lifecycle      :mod:`clusterforge.plan.lifecycle`
 ============== ============================================================
@@ -92,6 +93,7 @@ PLAN_SECTIONS = (
     "removal",
     "groups",
     "services",
+    "postgresql_tls",
     "snapshots",
     "lifecycle",
     "nodes",
@@ -241,6 +243,8 @@ def build_plan(
         ),
         "groups": plan_groups(cluster, observed, preview=preview),
         "services": validated.services,
+        # The db server's TLS settings, from the cluster's TLS profile (roles/postgresql).
+        "postgresql_tls": validated.postgresql_tls,
         "snapshots": snapshots,
         # The index lifecycle's timer (docs/lifecycle.md), None without policies.
         "lifecycle": lifecycle,

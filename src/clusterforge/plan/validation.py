@@ -49,7 +49,11 @@ from clusterforge.plan.orders_search import (
     with_generated_password,
 )
 from clusterforge.plan.plugins import check_plugin
-from clusterforge.plan.services_database import database_server, with_database_passwords
+from clusterforge.plan.services_database import (
+    database_server,
+    server_tls,
+    with_database_passwords,
+)
 from clusterforge.plan.services_plan import (
     plan_services_section,
     section_covers,
@@ -84,6 +88,9 @@ class ValidatedInventory:
     services: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
     # The index lifecycle (clusterforge.plan.lifecycle), None without policies.
     lifecycle: dict[str, Any] | None = None
+    # The db server's TLS settings, from the cluster's TLS profile (the default profile
+    # without OpenSearch nodes): clusterforge.plan.services_database.server_tls.
+    postgresql_tls: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 _T = TypeVar("_T")
@@ -238,6 +245,7 @@ def validate_inventory(
         warnings=tuple(warnings),
         services=services,
         lifecycle=lifecycle,
+        postgresql_tls=server_tls(profile),
     )
 
 
