@@ -560,6 +560,14 @@ CASES = [
         ("user_directory_auth_tokens[0]",),
         "services.yml",
     ),
+    # monitoring.yml alone plans first (the monitoring is a section of the plan): the
+    # same check runs before it.
+    Case(
+        "monitoring-playbook",
+        monitoring(monitoring_alert_red_for="banana"),
+        ("monitoring_alert_red_for",),
+        "monitoring.yml",
+    ),
     # -e name=value hands over a string: what Ansible reads as a boolean passes (the good
     # run below), anything else is refused naming the variable.
     Case(

@@ -42,6 +42,9 @@ Arguments:
   checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
+  renew_monitoring: issue the monitoring host's certificate again now (the plan's
+    ``monitoring`` section; playbooks/rotate_certs.yml).
+  renew_node_exporters: issue every host's node exporter certificate again now.
 
 The services' hosts (the groups named like their roles, user_directory and
 order_service) are planned too: their settings are validated by the services' own
@@ -102,6 +105,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "security_files",
             "validate_only",
             "checked_services",
+            "renew_monitoring",
+            "renew_node_exporters",
         }
     )
 
@@ -187,10 +192,18 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 monitoring_vars=monitoring_hosts_vars(hosts),
                 checked_services=plain_data(checked_services) if checked_services else None,
                 database_vars=database_vars(hosts),
+                # The monitoring reads every host's address and the services' proxies.
+                monitoring_source=hosts,
+                renew_monitoring=boolean(self._task.args.get("renew_monitoring", False)),
+                renew_node_exporters=boolean(self._task.args.get("renew_node_exporters", False)),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
-        changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
+        # Fetched archives, or a monitoring certificate issued now.
+        monitoring = plan.get("monitoring") or {}
+        changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"]) or bool(
+            monitoring.get("issued")
+        )
         result.update(changed=changed, _ansible_no_log=True, **plan)
         return result
 

@@ -1,8 +1,9 @@
-"""What the monitoring host's plan is made from, read from the inventory (the action
-plugin clusterforge_monitoring and scripts/render): the monitoring host and its
-``monitoring_*`` variables, the cluster's model, the services' endpoints behind their
-TLS proxies (clusterforge.plan.tls_proxy) with the token each /metrics takes, every host
-that runs a node exporter, and the alerting (clusterforge.plan.alerting).
+"""What the monitoring host's plan is made from, read from the inventory (the plan's
+``monitoring`` section, clusterforge.plan.monitoring_host, and scripts/render): the
+monitoring host and its ``monitoring_*`` variables, the cluster's model, the services'
+endpoints behind their TLS proxies (clusterforge.plan.tls_proxy) with the token each
+/metrics takes, every host that runs a node exporter, and the alerting
+(clusterforge.plan.alerting).
 """
 
 from __future__ import annotations
