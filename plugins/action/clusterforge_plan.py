@@ -36,9 +36,10 @@ Arguments:
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check_inventory.yml) runs it on localhost, before
-    any connection; its result holds ``checked``, ``model_warnings`` and ``services``
+    any connection; its result holds ``checked``, ``model_warnings``, ``services``
     (each service host's settings as the services' models validated them, settings file
-    included: the result is no_log, as the plan's is).
+    included: the result is no_log, as the plan's is) and ``tls_proxies`` (each service
+    host's TLS proxy, planned: what roles/tls_proxy copies).
   checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
@@ -68,7 +69,13 @@ CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError, InventoryError
     from clusterforge.inventory.reader import inventory_read_problem
-    from clusterforge.inventory.variables import TaskHosts, database_vars, model_vars, services_vars
+    from clusterforge.inventory.variables import (
+        TaskHosts,
+        database_vars,
+        model_vars,
+        service_addresses,
+        services_vars,
+    )
     from clusterforge.plan.model import plain_data
     from clusterforge.plan.monitoring import monitoring_hosts_vars
     from clusterforge.plan.plan import (
@@ -169,12 +176,15 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     services_vars=services,
                     database_vars=database_vars(hosts),
                     monitoring_vars=monitoring_hosts_vars(hosts),
+                    service_addresses=service_addresses(hosts),
                 )
                 result.update(
                     changed=False,
                     checked=True,
                     model_warnings=list(validated.warnings),
                     services=validated.services,
+                    # Each service host's TLS proxy, planned by the check (roles/tls_proxy).
+                    tls_proxies=validated.tls_proxies,
                     # The services' settings files hold their secrets.
                     _ansible_no_log=True,
                 )

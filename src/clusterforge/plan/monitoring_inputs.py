@@ -75,8 +75,10 @@ def build_host_alerting(
 
 
 def _address(source: Any, name: str) -> str:
-    found = source.variables(name, lambda key: key == "ansible_host").get("ansible_host")
-    return str(found or name)
+    """The host's ``ansible_host``, else its inventory name."""
+    from clusterforge.plan.host_variables import host_address
+
+    return host_address(source, name) or name
 
 
 def more_than_one_host(names: Sequence[str]) -> str:
