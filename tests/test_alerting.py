@@ -200,7 +200,7 @@ def cases(a: Alerting, nodes: int, samples: int, now: int) -> list[Case]:
     def lifecycle(
         *, run_ok: int = 1, run_age: int = 60, success_age: int = 60, **gauges: float
     ) -> list[tuple[str, str]]:
-        # What a lifecycle runner's textfile holds (clusterforge.lifecycle_runner); ages
+        # What a lifecycle runner's textfile holds (clusterforge.host_runners.lifecycle); ages
         # on promtool's clock, whose ``now`` is the evaluation time.
         labels = {"job": "node", "instance": "n1:9100", "cluster": "search"}
         found = [

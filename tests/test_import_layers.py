@@ -21,8 +21,8 @@ FLOORS: tuple[frozenset[str], ...] = (
             "schema",
             "client",
             "ldap_check",
-            "snapshot_runner",
-            "lifecycle_runner",
+            # The code that runs on the hosts: the standard library and itself only.
+            "host_runners",
         }
     ),
     # 2. Certificates, keys, hashes and the security files' shapes.
@@ -80,3 +80,52 @@ def test_nothing_imports_from_a_floor_above_its_own() -> None:
 def test_there_are_five_floors() -> None:
     assert len(FLOORS) == 5
     assert not set.intersection(*map(set, FLOORS))
+
+
+ACTIONS = LIBRARY.parents[1] / "plugins" / "action"
+# What each action plugin may take from the plan's package (issue 51: each concern
+# planned once, in the plan; the actions only copy). clusterforge_plan is the plan's one
+# door. The others take certificate issuing (cluster_pki, host_certificates), the
+# comparison of a declaration with the cluster's answer (cluster_config), a parser
+# (restarts.memory_megabytes), the wheelhouse build, constants and plain_data.
+# clusterforge_service_settings still plans a service host that neither the plan nor the
+# check planned, and the order delivery: the one planner left among the actions.
+ACTION_PLAN_IMPORTS = {
+    "clusterforge_plan": {"model", "monitoring", "plan", "services_plan", "validation"},
+    "clusterforge_certs": {"cluster_pki", "model"},
+    "clusterforge_cluster_config": {"cluster_config"},
+    "clusterforge_host_certificate": {"host_certificates"},
+    "clusterforge_observe": {"restarts"},
+    "clusterforge_service_settings": {
+        "model",
+        "orders_search",
+        "services_database",
+        "services_plan",
+    },
+    "clusterforge_tls_proxy": {"host_certificates"},
+    "clusterforge_wheelhouse": {"services_plan", "wheelhouse"},
+}
+
+
+def _plan_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "clusterforge.plan."
+        ):
+            found.add(str(node.module).split(".")[2])
+    return found
+
+
+def test_no_action_plans_the_monitoring_or_the_proxy_again() -> None:
+    """The monitoring is build_plan's section and the proxy the inventory check's: only
+    clusterforge_plan reaches their planners, and no action takes more of the plan than
+    ACTION_PLAN_IMPORTS says."""
+    imports = {
+        path.stem: _plan_imports(path)
+        for path in sorted(ACTIONS.glob("*.py"))
+        if _plan_imports(path)
+    }
+    assert imports == ACTION_PLAN_IMPORTS
+    planners = {"monitoring_host", "monitoring_inputs", "monitoring_user", "tls_proxy", "alerting"}
+    assert not any(planners & used for used in imports.values())

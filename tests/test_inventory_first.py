@@ -250,6 +250,21 @@ LDAP_VARS: dict[str, Any] = {
 }
 
 
+def services_only(then: Mutation) -> Mutation:
+    """The inventory without the cluster and its console (the services alone), then
+    ``then``."""
+
+    def mutate(inventory: Path) -> None:
+        path = inventory / "hosts.yml"
+        data = read_yaml(path)
+        for group in ("opensearch", "dashboards"):
+            data["all"]["children"].pop(group)
+        write_yaml(path, data)
+        then(inventory)
+
+    return mutate
+
+
 def missing_console_archive(inventory: Path) -> None:
     other_group_vars("dashboards", dashboards_archive_path="/nonexistent/osd.tar.gz")(inventory)
 
@@ -496,6 +511,13 @@ CASES = [
         raw_file("hosts.yml", "all:\n  children:\n    opensearch:\n      hosts: [\n"),
         ("Unable to parse", "hosts.yml", "no host in the group 'opensearch'"),
     ),
+    # The TLS proxy's own checks (its ports' clash, its binds, the profile) run in the
+    # inventory check, not when the run reaches the proxy's host (issue 51).
+    Case(
+        "proxy-port-clash",
+        other_group_vars("user_directory", user_directory_app_port=8081),
+        ("user_directory_port 8081", "user_directory_app_port 8081", "give each its own"),
+    ),
     # --limit keeps the limited hosts in the check's play: it still checks everything.
     Case(
         "limited-run",
@@ -559,6 +581,22 @@ CASES = [
         other_group_vars("user_directory", user_directory_auth_tokens=[PUBLISHED_USERDIR_TOKEN]),
         ("user_directory_auth_tokens[0]",),
         "services.yml",
+    ),
+    # A services-only inventory has no plan (no OpenSearch group): its proxy is refused by
+    # the same check, before the services' hosts are contacted.
+    Case(
+        "services-only-proxy-port-clash",
+        services_only(other_group_vars("user_directory", user_directory_app_port=8081)),
+        ("user_directory_port 8081", "user_directory_app_port 8081", "give each its own"),
+        "services.yml",
+    ),
+    # monitoring.yml alone plans first (the monitoring is a section of the plan): the
+    # same check runs before it.
+    Case(
+        "monitoring-playbook",
+        monitoring(monitoring_alert_red_for="banana"),
+        ("monitoring_alert_red_for",),
+        "monitoring.yml",
     ),
     # -e name=value hands over a string: what Ansible reads as a boolean passes (the good
     # run below), anything else is refused naming the variable.

@@ -229,15 +229,17 @@ def test_the_plan_gives_the_eligible_nodes_the_timer_and_the_user_least_privileg
     assert "RandomizedDelaySec=30" in lifecycle["timer_unit"]
     assert "User=clusterforge-lifecycle" in lifecycle["service_unit"]
     assert (
-        "ExecStart=/usr/bin/python3 -I /usr/local/lib/clusterforge/lifecycle_runner.py "
-        "/etc/clusterforge/lifecycle/config.json" in lifecycle["service_unit"]
+        "ExecStart=/usr/bin/python3 -I /usr/local/lib/clusterforge/lifecycle/host_runners/"
+        "__main__.py lifecycle /etc/clusterforge/lifecycle/config.json" in lifecycle["service_unit"]
     )
     # The runner reads a public copy of the CA: the engine's certificate directory is
     # its group's only.
     assert config["ca_file"] == "/etc/clusterforge/lifecycle/ca.pem"
     assert lifecycle["ca_source"].endswith("/certs/live/ca.pem")
     assert config["credentials_file"] == "/etc/clusterforge/lifecycle/credentials.json"
-    assert "def decide(" in lifecycle["runner"]
+    files = {entry["path"]: entry["content"] for entry in lifecycle["runner_files"]}
+    assert "def decide(" in files["/usr/local/lib/clusterforge/lifecycle/host_runners/lifecycle.py"]
+    assert lifecycle["retired_runner_paths"] == ["/usr/local/lib/clusterforge/lifecycle_runner.py"]
     users = yaml.safe_load(plan["security"]["files"]["internal_users.yml"])
     assert LIFECYCLE_USER in users
     role = yaml.safe_load(plan["security"]["files"]["roles.yml"])[LIFECYCLE_ROLE]

@@ -1,4 +1,4 @@
-"""The scheduled snapshot runner's decisions (clusterforge.snapshot_runner), pure: the
+"""The scheduled snapshot runner's decisions (clusterforge.host_runners.snapshots), pure: the
 window's name, which of the schedule's snapshots retention deletes, the textfile metric,
 the journal line. It runs on the nodes with their python3 alone, so it must import the
 standard library only. Against a real engine it runs in the lab drill
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge import snapshot_runner
-from clusterforge.snapshot_runner import (
+from clusterforge.host_runners import snapshots as snapshot_runner
+from clusterforge.host_runners.common import ApiError, write_atomically
+from clusterforge.host_runners.snapshots import (
     METRIC,
     Snapshot,
     is_scheduled,
@@ -23,7 +24,6 @@ from clusterforge.snapshot_runner import (
     newest_success,
     retention,
     snapshot_name,
-    write_atomically,
 )
 
 PREFIX = "lab-scheduled-"
@@ -41,12 +41,14 @@ def snap(minute: int, state: str = "SUCCESS", prefix: str = PREFIX) -> Snapshot:
 
 
 def test_the_runner_imports_the_standard_library_only() -> None:
+    # Its own package's modules come in relatively (level 1); the whole package runs
+    # alone under python3 -I in tests/test_host_runners.py.
     tree = ast.parse(Path(snapshot_runner.__file__).read_text())
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             imported.add(node.module.split(".")[0])
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
 
@@ -183,13 +185,11 @@ class StandInEngine:
         if method == "GET":
             found = [s for s in self.snapshots if s["snapshot"] == name]
             if not found:
-                raise snapshot_runner.ApiError(404, None, "missing")
+                raise ApiError(404, None, "missing")
             return {"snapshots": found}
         if method == "PUT":
             if any(s["snapshot"] == name for s in self.snapshots):
-                raise snapshot_runner.ApiError(
-                    400, {"error": {"type": "invalid_snapshot_name_exception"}}, "taken"
-                )
+                raise ApiError(400, {"error": {"type": "invalid_snapshot_name_exception"}}, "taken")
             now_ms = int(T0 * 1000)
             taken = {
                 "snapshot": name, "state": "SUCCESS", "start_time_in_millis": now_ms,

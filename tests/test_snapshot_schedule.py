@@ -224,9 +224,19 @@ def test_the_plan_gives_each_node_its_files_and_the_user_its_role(tmp_path: Path
     assert config["keep_last"] == 3 and config["period_seconds"] == 60
     assert config["ca_file"].endswith("/ca.pem")
     assert "OnCalendar=*-*-* *:*:00" in schedule["timer_unit"]
-    assert f"ExecStart=/usr/bin/python3 -I {schedule['runner_path']} " in schedule["service_unit"]
+    assert (
+        f"ExecStart=/usr/bin/python3 -I {schedule['runner_path']} snapshots "
+        f"{schedule['config_file']}\n" in schedule["service_unit"]
+    )
+    assert (
+        schedule["runner_path"] == "/usr/local/lib/clusterforge/snapshots/host_runners/__main__.py"
+    )
     assert password not in schedule["service_unit"]
-    assert "def retention(" in schedule["runner"]
+    files = {entry["path"]: entry["content"] for entry in schedule["runner_files"]}
+    assert (
+        "def retention(" in files["/usr/local/lib/clusterforge/snapshots/host_runners/snapshots.py"]
+    )
+    assert schedule["retired_runner_paths"] == ["/usr/local/lib/clusterforge/snapshot_runner.py"]
     users = yaml.safe_load(plan["security"]["files"]["internal_users.yml"])
     assert SNAPSHOT_USER in users
     roles = yaml.safe_load(plan["security"]["files"]["roles.yml"])

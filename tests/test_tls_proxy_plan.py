@@ -279,3 +279,69 @@ def test_the_inventory_check_finds_a_proxy_port_clash_before_any_host() -> None:
     assert any("share a port" in problem for problem in refused.value.problems), (
         refused.value.problems
     )
+
+
+def test_the_inventory_check_plans_the_proxy_the_role_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy is planned once, by the inventory check (a services-only inventory has no
+    build_plan): its files, URLs, health URLs and certificate names come with the check's
+    result, and the role's action copies them, adding only the host's certificate."""
+    from types import SimpleNamespace
+
+    from ansible.errors import AnsibleActionFail
+    from ansible.plugins.action import ActionBase
+
+    from clusterforge.plan.tls_proxy import planned_files
+    from clusterforge.plan.validation import validate_inventory
+    from collection_plugins import load_plugin
+
+    variables = {
+        "user_directory_host": "127.0.0.1",
+        "user_directory_auth_tokens": ["proxy-plan-token-0123456789abcdef"],
+        "tls_proxy_extra_sans": ["apps.example.org"],
+    }
+    validated = validate_inventory(
+        [],
+        inventory_dir=tmp_path,
+        services_vars={"user_directory": [("apps-1", variables)]},
+        service_addresses={"apps-1": "10.20.0.21"},
+    )
+    planned = validated.tls_proxies["apps-1"]
+    expected = _plan(variables, ["user_directory"])
+    assert expected is not None
+    assert {entry["path"]: entry["content"] for entry in planned["files"]} == planned_files(
+        expected
+    )
+    assert planned["urls"] == {"user_directory": "https://10.20.0.21:8081"}
+    assert planned["health"] == {"user_directory": "https://127.0.0.1:8081/mock-api/health"}
+    assert planned["alt_names"] == ["10.20.0.21", "apps.example.org"]
+    # The action: no plan of its own; the check's entry, the certificate and the key.
+    action_plugin = load_plugin("action", "clusterforge_tls_proxy")
+    assert not hasattr(action_plugin, "plan_tls_proxy")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    action = object.__new__(action_plugin.ActionModule)
+    action._task = SimpleNamespace(args={"planned": validated.tls_proxies}, check_mode=False)
+    action._templar = SimpleNamespace(template=lambda value: value)
+    task_vars = {
+        "inventory_hostname": "apps-1",
+        "inventory_dir": str(tmp_path),
+        "opensearch_ca_passphrase": "test-passphrase-0123456789",
+        "groups": {"user_directory": ["apps-1"]},
+        "hostvars": {},
+    }
+    result = action.run(task_vars=task_vars)
+    assert result["enabled"] and result["_ansible_no_log"]
+    assert result["files"][:2] == planned["files"]
+    paths = [entry["path"] for entry in result["files"][2:]]
+    assert paths == [planned["cert_path"], planned["ca_bundle_path"], planned["key_path"]]
+    assert result["files"][-1]["secret"] and result["files"][-1]["mode"] == "0600"
+    certificate = x509.load_pem_x509_certificate(result["files"][2]["content"].encode())
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "apps.example.org" in {str(n) for n in names.get_values_for_type(x509.DNSName)}
+    # A host the check planned no proxy for has none; a play without the check is told.
+    action._task = SimpleNamespace(args={"planned": {}}, check_mode=False)
+    assert action.run(task_vars=task_vars)["enabled"] is False
+    action._task = SimpleNamespace(args={}, check_mode=False)
+    with pytest.raises(AnsibleActionFail, match=r"check_inventory\.yml"):
+        action.run(task_vars=task_vars)

@@ -36,12 +36,17 @@ Arguments:
   validate_only: true checks the whole inventory (clusterforge.plan.validation.validate_inventory)
     and stops there: no certificate, no secret, no download, nothing written. The first
     play of every playbook (playbooks/check_inventory.yml) runs it on localhost, before
-    any connection; its result holds ``checked``, ``model_warnings`` and ``services``
+    any connection; its result holds ``checked``, ``model_warnings``, ``services``
     (each service host's settings as the services' models validated them, settings file
-    included: the result is no_log, as the plan's is).
+    included: the result is no_log, as the plan's is), ``postgresql_tls`` (the db
+    server's TLS settings from the cluster's TLS profile, for roles/postgresql) and
+    ``tls_proxies`` (each service host's TLS proxy, planned: what roles/tls_proxy copies).
   checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
+  renew_monitoring: issue the monitoring host's certificate again now (the plan's
+    ``monitoring`` section; playbooks/rotate_certs.yml).
+  renew_node_exporters: issue every host's node exporter certificate again now.
 
 The services' hosts (the groups named like their roles, user_directory and
 order_service) are planned too: their settings are validated by the services' own
@@ -65,7 +70,13 @@ CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError, InventoryError
     from clusterforge.inventory.reader import inventory_read_problem
-    from clusterforge.inventory.variables import TaskHosts, database_vars, model_vars, services_vars
+    from clusterforge.inventory.variables import (
+        TaskHosts,
+        database_vars,
+        model_vars,
+        service_addresses,
+        services_vars,
+    )
     from clusterforge.plan.model import plain_data
     from clusterforge.plan.monitoring import monitoring_hosts_vars
     from clusterforge.plan.plan import (
@@ -102,6 +113,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "security_files",
             "validate_only",
             "checked_services",
+            "renew_monitoring",
+            "renew_node_exporters",
         }
     )
 
@@ -164,12 +177,17 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     services_vars=services,
                     database_vars=database_vars(hosts),
                     monitoring_vars=monitoring_hosts_vars(hosts),
+                    service_addresses=service_addresses(hosts),
                 )
                 result.update(
                     changed=False,
                     checked=True,
                     model_warnings=list(validated.warnings),
                     services=validated.services,
+                    # roles/postgresql's TLS settings when no plan runs (services.yml).
+                    postgresql_tls=validated.postgresql_tls,
+                    # Each service host's TLS proxy, planned by the check (roles/tls_proxy).
+                    tls_proxies=validated.tls_proxies,
                     # The services' settings files hold their secrets.
                     _ansible_no_log=True,
                 )
@@ -187,10 +205,18 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 monitoring_vars=monitoring_hosts_vars(hosts),
                 checked_services=plain_data(checked_services) if checked_services else None,
                 database_vars=database_vars(hosts),
+                # The monitoring reads every host's address and the services' proxies.
+                monitoring_source=hosts,
+                renew_monitoring=boolean(self._task.args.get("renew_monitoring", False)),
+                renew_node_exporters=boolean(self._task.args.get("renew_node_exporters", False)),
             )
         except ClusterforgeError as error:
             raise AnsibleActionFail(str(error)) from None
-        changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"])
+        # Fetched archives, or a monitoring certificate issued now.
+        monitoring = plan.get("monitoring") or {}
+        changed = bool(plan["artifacts"] and plan["artifacts"]["fetched"]) or bool(
+            monitoring.get("issued")
+        )
         result.update(changed=changed, _ansible_no_log=True, **plan)
         return result
 

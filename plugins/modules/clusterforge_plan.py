@@ -10,8 +10,9 @@ description:
     inventory at once (every problem reported together, each naming the variable and the
     fix), fetches and checks the engine and plugin archives, creates or reuses the PKI,
     renders every node's files and the security files (bcrypt hashes, never passwords),
-    plans the console and the services, and decides the rollout from what the nodes
-    report they run.
+    plans the console, the services and the monitoring (the monitoring host's files and
+    every node exporter's, their certificates issued or reused), and decides the rollout
+    from what the nodes report they run.
   - C(scripts/render) calls the same function and writes what each host would get,
     secrets left out.
   - A successful result holds password hashes, so it is censored in the output
@@ -100,6 +101,8 @@ options:
       - Its result holds C(services), each service host's settings as the services'
         own models validated them (settings file included, so the result is no_log);
         C(playbooks/check_inventory.yml) keeps them as C(__clusterforge_checked_services).
+      - It holds C(postgresql_tls) too, as the plan does; C(playbooks/check_inventory.yml)
+        keeps it as C(__clusterforge_checked_postgresql_tls).
     type: bool
     default: false
   checked_services:
@@ -109,6 +112,17 @@ options:
         order delivery's real password put in, and the services' settings are not
         validated a second time (C(playbooks/plan.yml) passes it).
     type: dict
+  renew_monitoring:
+    description:
+      - Issue the monitoring host's certificate again now, whatever its expiry (the plan's
+        C(monitoring) section; C(playbooks/rotate_certs.yml) sets it).
+    type: bool
+    default: false
+  renew_node_exporters:
+    description:
+      - Issue every host's node exporter certificate again now (C(monitoring.node_exporter)).
+    type: bool
+    default: false
 notes:
   - Runs on the control node only and needs the C(clusterforge) Python package in the
     Python that runs Ansible.
@@ -203,6 +217,11 @@ consoles:
   type: dict
 services:
   description: The services' hosts and their validated settings.
+  returned: success
+  type: dict
+postgresql_tls:
+  description: The services' PostgreSQL server's TLS settings (C(ssl_min_protocol_version),
+    C(ssl_max_protocol_version), C(ssl_ciphers)) from the cluster's TLS profile.
   returned: success
   type: dict
 snapshots:

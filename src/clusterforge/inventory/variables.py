@@ -26,6 +26,7 @@ from clusterforge.plan.host_variables import (
     is_model_variable,
     is_service_variable,
     model_vars,
+    service_addresses,
     service_vars,
     services_vars,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "load_inventory_nodes",
     "model_vars",
     "read_inventory",
+    "service_addresses",
     "service_vars",
     "services_vars",
 ]

@@ -94,6 +94,20 @@ def services_vars(source: HostSource) -> dict[str, HostVars]:
     return {service: service_vars(source, service) for service in SERVICES}
 
 
+def host_address(source: HostSource, host: str) -> str:
+    """``host``'s ``ansible_host``, templated; empty when it has none."""
+    found = source.variables(host, lambda name: name == "ansible_host").get("ansible_host")
+    return str(found or "")
+
+
+def service_addresses(source: HostSource) -> dict[str, str]:
+    """Every service host's ``ansible_host`` (empty when it has none): where its TLS
+    proxy is reached (clusterforge.plan.tls_proxy.plan_tls_proxies)."""
+    return {
+        host: host_address(source, host) for service in SERVICES for host in source.hosts(service)
+    }
+
+
 def database_vars(source: HostSource) -> HostVars:
     """(inventory name, its ``postgresql_*`` variables, templated) for every host of the
     group postgresql: the db host a service on PostgreSQL connects to

@@ -6,7 +6,8 @@ contacted (clusterforge.plan.validation), every problem at once, each naming the
 variable's path and the fix. A checked policy is turned into numbers (seconds, bytes) for
 the runner, so the nodes parse no duration and no size.
 
-The runner (clusterforge.lifecycle_runner, stdlib only, its text shipped in this plan)
+The runner (clusterforge.host_runners.lifecycle, stdlib only, shipped in this plan with
+its package's shared files: clusterforge.plan.host_runners)
 runs from a systemd timer on every cluster-manager-eligible node, every 5 minutes with a
 fixed per-host jitter. Only the node that is the elected cluster manager acts; the others
 record a standby run. So one run at a time across the nodes, and a stopped node leaves
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from clusterforge.durations import FORMS as DURATION_FORMS
 from clusterforge.durations import duration_seconds
 from clusterforge.errors import InventoryError
+from clusterforge.plan.host_runners import runner_files, runner_placement
 from clusterforge.plan.toolkit_users import (
     ToolkitUser,
     generated_password,
@@ -54,7 +56,9 @@ SYSTEM_USER = "clusterforge-lifecycle"
 
 UNIT_NAME = "clusterforge-lifecycle"
 CONFIG_DIR = "/etc/clusterforge/lifecycle"
-RUNNER_PATH = "/usr/local/lib/clusterforge/lifecycle_runner.py"
+# The runner's own directory: the package clusterforge.host_runners goes below it.
+RUNNER_DIR = "/usr/local/lib/clusterforge/lifecycle"
+RUNNER_NAME = "lifecycle"
 # The runner writes its metric in its own state directory; the node exporter's textfile
 # directory holds a link to it (the directory is root's, shared with the snapshot timer).
 STATE_DIR = "/var/lib/clusterforge-lifecycle"
@@ -400,7 +404,7 @@ def plan_lifecycle(
         "config_file": f"{CONFIG_DIR}/config.json",
         "credentials_file": CREDENTIALS_FILE,
         "ca_copy": CA_COPY,
-        "runner_path": RUNNER_PATH,
+        **runner_placement(RUNNER_NAME, RUNNER_DIR),
         "state_dir": STATE_DIR,
         "state_directory_name": STATE_DIR.rsplit("/", 1)[-1],
         "textfile_dir": TEXTFILE_DIR,
@@ -470,11 +474,6 @@ def toolkit_user(
     )
 
 
-def runner_source() -> str:
-    """The runner program's text, as the nodes get it."""
-    return (Path(__file__).resolve().parent.parent / "lifecycle_runner.py").read_text()
-
-
 def runner_config(
     lifecycle: Mapping[str, Any],
     *,
@@ -504,7 +503,7 @@ def complete_lifecycle(
     lifecycle: Mapping[str, Any], cluster: Cluster, *, ca_file: str
 ) -> dict[str, Any]:
     """The checked lifecycle with what the nodes get: each node's config.json, the timer
-    and service units, and the runner's text (roles/opensearch_lifecycle copies them)."""
+    and service units, and the runner package's files (roles/opensearch_lifecycle copies them)."""
     from clusterforge.plan.render import render_template
 
     urls = {node.inventory_name: cluster.http_url(node) for node in cluster.nodes}
@@ -527,5 +526,5 @@ def complete_lifecycle(
         },
         "timer_unit": render_template("clusterforge-lifecycle.timer.j2", **context),
         "service_unit": render_template("clusterforge-lifecycle.service.j2", **context),
-        "runner": runner_source(),
+        "runner_files": runner_files(RUNNER_NAME, RUNNER_DIR),
     }

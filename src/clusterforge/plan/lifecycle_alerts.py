@@ -1,5 +1,5 @@
 """The index lifecycle's alerts (docs/lifecycle.md), read from the metrics its runner
-writes on every cluster-manager-eligible node (clusterforge.lifecycle_runner, scraped by
+writes on every cluster-manager-eligible node (clusterforge.host_runners.lifecycle, scraped by
 the node exporter's textfile collector, job ``node``).
 
 - **OpenSearchLifecycleRunsFailing**: a node's last run failed, or no run succeeded (or
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterforge.lifecycle_runner import LAST_RUN, LAST_RUN_SUCCESS, LAST_SUCCESS
+from clusterforge.host_runners.lifecycle import LAST_RUN, LAST_RUN_SUCCESS, LAST_SUCCESS
 from clusterforge.plan.lifecycle import PERIOD_SECONDS
 
 # Three timer periods: one run may fail or fall between two managers.

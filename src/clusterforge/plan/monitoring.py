@@ -85,7 +85,6 @@ from clusterforge.plan.monitoring_user import (
     MONITOR_ROLE,
     MONITOR_ROLE_BODY,
     NOT_GENERATED,
-    PASSWORD_DIR_NAME,
     PASSWORD_VARIABLE,
     PREFIX,
     USERNAME_VARIABLE,
@@ -96,6 +95,7 @@ from clusterforge.plan.monitoring_user import (
     toolkit_user,
 )
 from clusterforge.plan.tls_profile import TlsProfile
+from clusterforge.plan.toolkit_users import PASSWORD_DIR_NAME
 from clusterforge.schema import load_schema, undeclared_variable
 
 if TYPE_CHECKING:

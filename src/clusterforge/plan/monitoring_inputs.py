@@ -1,8 +1,9 @@
-"""What the monitoring host's plan is made from, read from the inventory (the action
-plugin clusterforge_monitoring and scripts/render): the monitoring host and its
-``monitoring_*`` variables, the cluster's model, the services' endpoints behind their
-TLS proxies (clusterforge.plan.tls_proxy) with the token each /metrics takes, every host
-that runs a node exporter, and the alerting (clusterforge.plan.alerting).
+"""What the monitoring host's plan is made from, read from the inventory (the plan's
+``monitoring`` section, clusterforge.plan.monitoring_host, and scripts/render): the
+monitoring host and its ``monitoring_*`` variables, the cluster's model, the services'
+endpoints behind their TLS proxies (clusterforge.plan.tls_proxy) with the token each
+/metrics takes, every host that runs a node exporter, and the alerting
+(clusterforge.plan.alerting).
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ def build_host_alerting(
 
 
 def _address(source: Any, name: str) -> str:
-    found = source.variables(name, lambda key: key == "ansible_host").get("ansible_host")
-    return str(found or name)
+    """The host's ``ansible_host``, else its inventory name."""
+    from clusterforge.plan.host_variables import host_address
+
+    return host_address(source, name) or name
 
 
 def more_than_one_host(names: Sequence[str]) -> str:

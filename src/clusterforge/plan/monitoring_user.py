@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
-from clusterforge.plan.toolkit_users import ToolkitUser
+from clusterforge.plan.toolkit_users import (
+    ToolkitUser,
+    generated_password_at,
+    generated_password_path,
+)
 from clusterforge.schema import load_schema
 
 if TYPE_CHECKING:
@@ -28,7 +31,6 @@ GROUP = "monitoring"
 PREFIX = "monitoring_"
 USERNAME_VARIABLE = "monitoring_cluster_username"
 PASSWORD_VARIABLE = "monitoring_cluster_password"  # noqa: S105 - a variable name
-PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - the order service's, one place for both
 MONITOR_ROLE = "clusterforge_monitor"
 # The password of an inventory check (generate=False), which reads and writes nothing.
 NOT_GENERATED = "not-generated-by-the-inventory-check"
@@ -103,15 +105,10 @@ def plan_monitoring_user(
         except PasswordRejectedError as error:
             raise InventoryError([str(error)]) from None
         return MonitoringUser(username=username, password=str(given), password_file=None)
-    path = inventory_dir / PASSWORD_DIR_NAME / f"{username}.password"
+    path = generated_password_path(inventory_dir, username)
     if not generate:
         return MonitoringUser(username=username, password=NOT_GENERATED, password_file=str(path))
-    try:
-        password = read_or_generate(
-            path, generate=url_safe(32), fix=f"or set {PASSWORD_VARIABLE} (vaulted)"
-        )
-    except GeneratedSecretError as error:
-        raise InventoryError([str(error)]) from None
+    password = generated_password_at(path, fix=f"or set {PASSWORD_VARIABLE} (vaulted)")
     return MonitoringUser(username=username, password=password, password_file=str(path))
 
 

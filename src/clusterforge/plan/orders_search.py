@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.pki.generated_secrets import GeneratedSecretError, read_or_generate, url_safe
-from clusterforge.plan.toolkit_users import ToolkitUser
+from clusterforge.plan.toolkit_users import (
+    ToolkitUser,
+    generated_password_at,
+    generated_password_path,
+)
 
 if TYPE_CHECKING:
     from clusterforge.plan.model import Cluster
@@ -52,8 +55,6 @@ INDEX_PATTERN = "orders*"
 # The order_service role copies the cluster's ca-bundle.pem (the bundle nodes and clients
 # trust; both CAs during a rotation) to this name in the service's config directory.
 CA_FILE_NAME = "ca-bundle.pem"
-PASSWORD_DIR_NAME = ".opensearch"  # noqa: S105 - a directory name
-PASSWORD_BYTES = 32
 # The digest of the planned template rides in its _meta: the cluster answers a template
 # normalized (settings as strings, defaults filled in), so comparing bodies would report
 # a change on every run; comparing the digest does not.
@@ -220,24 +221,11 @@ def _shared_value(
 NOT_GENERATED = "not-generated-by-the-inventory-check"
 
 
-def generated_password_path(inventory_dir: Path, username: str) -> Path:
-    return inventory_dir / PASSWORD_DIR_NAME / f"{username}.password"
-
-
 def read_or_generate_password(path: Path) -> str:
-    """The password in ``path``; generated there first when the file is missing.
-
-    :func:`clusterforge.pki.generated_secrets.read_or_generate` writes it (0600 in a 0700
-    directory, whole or not at all, the first of two concurrent runs wins). Never printed.
-    """
-    try:
-        return read_or_generate(
-            path,
-            generate=url_safe(PASSWORD_BYTES),
-            fix=f"or set {PASSWORD_VARIABLE} (vaulted)",
-        )
-    except GeneratedSecretError as error:
-        raise InventoryError([str(error)]) from None
+    """The delivery user's password in ``path``, generated there first
+    (:func:`clusterforge.plan.toolkit_users.generated_password_at`, as every toolkit
+    user's)."""
+    return generated_password_at(path, fix=f"or set {PASSWORD_VARIABLE} (vaulted)")
 
 
 def plan_orders_search(

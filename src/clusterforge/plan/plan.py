@@ -19,8 +19,11 @@ consoles       :mod:`clusterforge.plan.console`
 rollout        :mod:`clusterforge.plan.restarts` (batches: :mod:`clusterforge.plan.rollout`)
 removal,groups :mod:`clusterforge.plan.removal`
 services       :mod:`clusterforge.plan.services_plan`
+postgresql_tls :func:`clusterforge.plan.services_database.server_tls`
 snapshots      :mod:`clusterforge.plan.snapshots`
 lifecycle      :mod:`clusterforge.plan.lifecycle`
+monitoring     :mod:`clusterforge.plan.monitoring_host` (the files:
+               :mod:`clusterforge.plan.monitoring`)
 ============== ============================================================
 
 A new section is one entry of the ``plan`` dict in :func:`build_plan` (and one name in
@@ -63,11 +66,13 @@ from clusterforge.plan.console import (
     plan_consoles,
     render_console_config,
 )
+from clusterforge.plan.host_certificates import issuing_ca_of_cluster
 from clusterforge.plan.ldap import ldap_facts
 from clusterforge.plan.lifecycle import complete_lifecycle, lifecycle_password
 from clusterforge.plan.lifecycle import toolkit_user as lifecycle_toolkit_user
 from clusterforge.plan.model import build_cluster
 from clusterforge.plan.monitoring import plan_monitoring_user
+from clusterforge.plan.monitoring_host import plan_monitoring_host
 from clusterforge.plan.orders_search import DISABLED
 from clusterforge.plan.plugins import fetch_artifacts
 from clusterforge.plan.removal import plan_groups, plan_removal
@@ -92,8 +97,10 @@ PLAN_SECTIONS = (
     "removal",
     "groups",
     "services",
+    "postgresql_tls",
     "snapshots",
     "lifecycle",
+    "monitoring",
     "nodes",
 )
 
@@ -113,6 +120,9 @@ def build_plan(
     monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
     checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     database_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    monitoring_source: Any = None,
+    renew_monitoring: bool = False,
+    renew_node_exporters: bool = False,
 ) -> dict[str, Any]:
     """Everything the hosts get, from the inventory (and what the nodes report they run).
 
@@ -138,6 +148,12 @@ def build_plan(
 
     ``preview`` (check mode) decides the ``groups`` section: a preview talks to the
     cluster only through the nodes that run (:func:`clusterforge.plan.removal.plan_groups`).
+
+    ``monitoring_source`` (a clusterforge.plan.host_variables.HostSource of the same
+    inventory: the monitoring reads every host's address and the services' proxies) plans
+    the ``monitoring`` section (:func:`clusterforge.plan.monitoring_host.plan_monitoring_host`),
+    None without it or without a monitoring host; ``renew_monitoring`` and
+    ``renew_node_exporters`` issue its certificates again now (playbooks/rotate_certs.yml).
     """
     if not nodes_vars:
         raise InventoryError(
@@ -186,6 +202,25 @@ def build_plan(
                 ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
             ),
         }
+    # The monitoring's exporter user (docs/monitoring.md), planned once: the security
+    # files hold its hash, the monitoring host's environment files its password.
+    monitoring_user = plan_monitoring_user(cluster, monitoring_vars, inventory_dir=inventory_dir)
+    monitoring = None
+    if monitoring_source is not None and pki is not None:
+        monitoring = plan_monitoring_host(
+            monitoring_source,
+            cluster=cluster,
+            nodes_vars=nodes_vars,
+            user=monitoring_user,
+            ca=issuing_ca_of_cluster(
+                cluster,
+                pki_dir=resolve_pki_dir(cluster, inventory_dir),
+                passphrase=ca_passphrase(nodes_vars[0][1]),
+            ),
+            inventory_dir=inventory_dir,
+            renew=renew_monitoring,
+            renew_node_exporters=renew_node_exporters,
+        )
     lifecycle = validated.lifecycle
     lifecycle_rows = []
     if lifecycle is not None and pki is not None:
@@ -220,8 +255,7 @@ def build_plan(
             pki,
             orders_search,
             cluster,
-            # The monitoring's exporter user, with a monitoring host (docs/monitoring.md).
-            plan_monitoring_user(cluster, monitoring_vars, inventory_dir=inventory_dir),
+            monitoring_user,
             snapshot_password,
             lifecycle_rows,
         )
@@ -241,9 +275,14 @@ def build_plan(
         ),
         "groups": plan_groups(cluster, observed, preview=preview),
         "services": validated.services,
+        # The db server's TLS settings, from the cluster's TLS profile (roles/postgresql).
+        "postgresql_tls": validated.postgresql_tls,
         "snapshots": snapshots,
         # The index lifecycle's timer (docs/lifecycle.md), None without policies.
         "lifecycle": lifecycle,
+        # The monitoring host's files and every node exporter's (docs/monitoring.md), with
+        # their certificates and keys and the web password: no_log, as the whole plan is.
+        "monitoring": monitoring,
         "nodes": nodes,
     }
     return plan

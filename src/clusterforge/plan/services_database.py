@@ -26,6 +26,7 @@ from urllib.parse import quote
 from clusterforge.errors import InventoryError
 from clusterforge.pki.generated_secrets import GeneratedSecretError, alphanumeric, read_or_generate
 from clusterforge.plan.orders_search import NOT_GENERATED
+from clusterforge.plan.tls_profile import OPENSSL_TLS12_NAMES, TlsProfile
 from clusterforge.schema import load_schema
 
 DATABASE_GROUP = "postgresql"
@@ -48,6 +49,27 @@ class DatabaseServer:
 
     def password_file(self, service: str) -> Path:
         return self.credentials_dir / f"{service}.password"
+
+
+def server_tls(profile: TlsProfile) -> dict[str, str]:
+    """The db server's TLS settings (postgresql.conf's names) from the cluster's one TLS
+    profile (clusterforge.plan.tls_profile), so PostgreSQL offers what every other
+    listener of the toolkit offers; roles/postgresql renders them as they are.
+
+    ``ssl_ciphers`` is OpenSSL's cipher list, which holds TLS 1.2 (and older) only: the
+    profile's TLS 1.2 suites in OpenSSL's names, in the cluster's order. PostgreSQL 15 and
+    older have no setting for the TLS 1.3 suites, so on TLS 1.3 the server offers
+    OpenSSL's defaults (TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256,
+    TLS_AES_128_GCM_SHA256; all AEAD) whatever the profile's TLS 1.3 list says. A profile
+    without TLS 1.3 caps the server at TLS 1.2 (``ssl_max_protocol_version``; empty, no
+    cap). A profile of TLS 1.3 alone still needs a valid list, never used: every AEAD one.
+    """
+    tls12 = profile.tls12_openssl_ciphers or tuple(OPENSSL_TLS12_NAMES.values())
+    return {
+        "ssl_min_protocol_version": profile.oldest_protocol,
+        "ssl_max_protocol_version": "" if "TLSv1.3" in profile.protocols else "TLSv1.2",
+        "ssl_ciphers": ":".join(tls12),
+    }
 
 
 def database_server(

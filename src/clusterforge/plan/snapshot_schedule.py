@@ -4,13 +4,14 @@
 here, on the control node, before any host is contacted: ``systemd-analyze calendar``
 normalizes it and lists its next elapses, whose smallest gap is the schedule's period.
 The period names the snapshots: a run takes ``<cluster>-scheduled-<window>``, the window
-being the run's time truncated to the period (clusterforge.snapshot_runner.snapshot_name),
+being the run's time truncated to the period (clusterforge.host_runners.snapshots.snapshot_name),
 so the timers of several nodes that fire together ask for one name and the engine
 refuses all but the first.
 
 The timer and its oneshot service run on every cluster-manager-eligible node, or on the
 nodes ``opensearch_snapshot_schedule_nodes`` names. The service runs the stdlib-only
-runner (clusterforge.snapshot_runner, its text shipped in this plan) as the dedicated
+runner (clusterforge.host_runners.snapshots, shipped in this plan with its package's
+shared files: clusterforge.plan.host_runners) as the dedicated
 user :data:`SNAPSHOT_USER`, whose role may take, list and delete snapshots and read the
 repository, nothing else. Its password is generated once on the control node into
 ``<inventory>/.opensearch/<user>.password`` (0600) and only ever written to the nodes'
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from clusterforge.durations import duration_problem
 from clusterforge.durations import duration_seconds as parse_duration
 from clusterforge.errors import InventoryError
+from clusterforge.plan.host_runners import runner_files, runner_placement
 from clusterforge.plan.toolkit_users import (
     ToolkitUser,
     generated_password,
@@ -66,7 +68,9 @@ SNAPSHOT_ROLE_BODY: Mapping[str, Any] = {
 
 UNIT_NAME = "clusterforge-snapshot"
 CONFIG_DIR = "/etc/clusterforge/snapshot-schedule"
-RUNNER_PATH = "/usr/local/lib/clusterforge/snapshot_runner.py"
+# The runner's own directory: the package clusterforge.host_runners goes below it.
+RUNNER_DIR = "/usr/local/lib/clusterforge/snapshots"
+RUNNER_NAME = "snapshots"
 # Debian's prometheus-node-exporter reads *.prom files from here (--collector.textfile.directory).
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 DEFAULT_INDICES = "*,-.opendistro_security"
@@ -284,15 +288,10 @@ def plan_schedule(
         "config_dir": CONFIG_DIR,
         "config_file": f"{CONFIG_DIR}/config.json",
         "credentials_file": f"{CONFIG_DIR}/credentials.json",
-        "runner_path": RUNNER_PATH,
+        **runner_placement(RUNNER_NAME, RUNNER_DIR),
         "textfile_dir": TEXTFILE_DIR,
         "wait_seconds": min(MAX_WAIT_SECONDS, max(10, period // 2)),
     }
-
-
-def runner_source() -> str:
-    """The runner program's text, as the nodes get it."""
-    return (Path(__file__).resolve().parent.parent / "snapshot_runner.py").read_text()
 
 
 def runner_config(
@@ -358,7 +357,7 @@ def complete_schedule(
     schedule: Mapping[str, Any], cluster: Cluster, *, repository: str, ca_file: str
 ) -> dict[str, Any]:
     """The checked schedule with what the nodes get: each node's config.json, the timer
-    and service units, and the runner's text (roles/opensearch_snapshots/tasks/schedule.yml
+    and service units, and the runner package's files (roles/opensearch_snapshots/tasks/schedule.yml
     copies them)."""
     from clusterforge.plan.render import render_template
 
@@ -378,5 +377,5 @@ def complete_schedule(
         },
         "timer_unit": render_template("clusterforge-snapshot.timer.j2", **context),
         "service_unit": render_template("clusterforge-snapshot.service.j2", **context),
-        "runner": runner_source(),
+        "runner_files": runner_files(RUNNER_NAME, RUNNER_DIR),
     }

@@ -255,33 +255,108 @@ def planned_files(plan: TlsProxyPlan) -> dict[str, str]:
     }
 
 
-def check_tls_proxies(
+# Listen addresses that name no one address: the health check and the certificate then
+# use loopback and the host's own address.
+_WILDCARDS = {"", "0.0.0.0", "::"}  # noqa: S104 (names, not a bind)
+
+
+def proxy_plan_data(
+    plan: TlsProxyPlan, *, address: str, extra_sans: Sequence[Any]
+) -> dict[str, Any]:
+    """What roles/tls_proxy copies for ``plan``'s host, as plain data: the nginx
+    configuration and the unit (``files``), the paths, the URLs at ``address`` (the
+    host's ``ansible_host``, else its inventory name), each service's health URL, and the
+    names its certificate carries (``alt_names``). The certificate, its key and the CA
+    bundle are the role's action's to add (clusterforge_tls_proxy): they come from the CA
+    on the control node, or from the user's own files (``own_cert_path``,
+    ``own_key_path``)."""
+    files: list[dict[str, Any]] = []
+    for path, content in planned_files(plan).items():
+        # The unit root's; the configuration readable by the proxy's group only.
+        unit = path.startswith("/etc/systemd/")
+        group, mode = ("root", "0644") if unit else (plan.user, "0640")
+        files.append(
+            {"path": path, "content": content, "owner": "root", "group": group, "mode": mode}
+        )
+    names = [address]
+    if plan.listen_address not in _WILDCARDS:
+        names.append(plan.listen_address)
+    names += [str(name) for name in extra_sans or []]
+    health_host = plan.listen_address if plan.listen_address not in _WILDCARDS else "127.0.0.1"
+    health_host = f"[{health_host}]" if ":" in health_host else health_host
+    definitions = load_schema().services
+    return {
+        "enabled": True,
+        "files": files,
+        "user": plan.user,
+        "config_dir": plan.config_dir,
+        "service_name": plan.service_name,
+        "unit_path": f"/etc/systemd/system/{plan.service_name}.service",
+        "cert_path": plan.cert_path,
+        "key_path": plan.key_path,
+        "ca_bundle_path": plan.ca_bundle_path,
+        "urls": plan.urls(address or plan.host),
+        "health": {
+            entry.service: f"https://{health_host}:{entry.public_port}"
+            f"{definitions[entry.service].health_path}"
+            for entry in plan.services
+        },
+        "alt_names": [name for name in dict.fromkeys(names) if name],
+    }
+
+
+def plan_tls_proxies(
     services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
     *,
     tls_protocols: Sequence[str],
     tls_ciphers: Sequence[str],
-) -> list[str]:
-    """Every service host's proxy planned as its role will plan it, for the inventory
-    check: its ports' clashes, its binds and the profile's suites, each problem naming
-    the variable. The role's action found these only once the run reached the host."""
+    addresses: Mapping[str, str] | None = None,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Every service host's proxy, planned once, in the inventory check (issue 51): the
+    plan of each host with a proxy (:func:`proxy_plan_data`; ``addresses`` maps a host to
+    its ``ansible_host``), and every problem (its ports' clashes, its binds, the
+    profile's suites), each naming the variable. roles/tls_proxy copies the plans; the
+    problems stop the run before any host is contacted."""
     by_host: dict[str, dict[str, Any]] = {}
     services_of: dict[str, list[str]] = {}
     for service, hosts in services_vars.items():
         for host, variables in hosts:
             by_host.setdefault(host, {}).update(variables)
             services_of.setdefault(host, []).append(service)
+    plans: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     for host, variables in by_host.items():
         try:
-            plan_tls_proxy(
+            plan = plan_tls_proxy(
                 host,
                 variables,
                 services_of[host],
                 tls_protocols=tls_protocols,
                 tls_ciphers=tls_ciphers,
             )
+            if plan is not None:
+                plans[host] = {
+                    **proxy_plan_data(
+                        plan,
+                        address=str((addresses or {}).get(host) or ""),
+                        extra_sans=_value(variables, "tls_proxy_extra_sans") or [],
+                    ),
+                    "own_cert_path": str(variables.get("tls_proxy_cert_path") or ""),
+                    "own_key_path": str(variables.get("tls_proxy_key_path") or ""),
+                }
         except InventoryError as error:
             problems += error.problems
         except (TypeError, ValueError):
             continue  # a value of the wrong type: the services' own check names it
-    return problems
+    return plans, problems
+
+
+def check_tls_proxies(
+    services_vars: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+    *,
+    tls_protocols: Sequence[str],
+    tls_ciphers: Sequence[str],
+) -> list[str]:
+    """The problems of :func:`plan_tls_proxies`: every service host's proxy planned as its
+    role copies it, for the inventory check."""
+    return plan_tls_proxies(services_vars, tls_protocols=tls_protocols, tls_ciphers=tls_ciphers)[1]

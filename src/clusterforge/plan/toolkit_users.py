@@ -28,14 +28,19 @@ def generated_password_path(inventory_dir: Path, username: str) -> Path:
     return inventory_dir / PASSWORD_DIR_NAME / f"{username}.password"
 
 
-def generated_password(inventory_dir: Path, username: str) -> str:
-    """``username``'s password, generated once into its 0600 file. Never printed."""
+def generated_password_at(path: Path, *, fix: str = "") -> str:
+    """The password in ``path``, generated there first (0600 in a 0700 directory, whole or
+    not at all, the first of two concurrent runs wins). Never printed. ``fix`` ends the
+    refusal of an unusable file (the variable that could hold the password instead)."""
     try:
-        return read_or_generate(
-            generated_password_path(inventory_dir, username), generate=url_safe(PASSWORD_BYTES)
-        )
+        return read_or_generate(path, generate=url_safe(PASSWORD_BYTES), fix=fix)
     except GeneratedSecretError as error:
         raise InventoryError([str(error)]) from None
+
+
+def generated_password(inventory_dir: Path, username: str, *, fix: str = "") -> str:
+    """``username``'s password, generated once into its file beside the inventory."""
+    return generated_password_at(generated_password_path(inventory_dir, username), fix=fix)
 
 
 @dataclass(frozen=True, kw_only=True)

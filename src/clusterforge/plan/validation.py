@@ -49,7 +49,11 @@ from clusterforge.plan.orders_search import (
     with_generated_password,
 )
 from clusterforge.plan.plugins import check_plugin
-from clusterforge.plan.services_database import database_server, with_database_passwords
+from clusterforge.plan.services_database import (
+    database_server,
+    server_tls,
+    with_database_passwords,
+)
 from clusterforge.plan.services_plan import (
     plan_services_section,
     section_covers,
@@ -58,7 +62,7 @@ from clusterforge.plan.services_plan import (
 )
 from clusterforge.plan.snapshots import plan_snapshots
 from clusterforge.plan.tls_profile import default_profile
-from clusterforge.plan.tls_proxy import check_tls_proxies
+from clusterforge.plan.tls_proxy import plan_tls_proxies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +88,12 @@ class ValidatedInventory:
     services: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
     # The index lifecycle (clusterforge.plan.lifecycle), None without policies.
     lifecycle: dict[str, Any] | None = None
+    # The db server's TLS settings, from the cluster's TLS profile (the default profile
+    # without OpenSearch nodes): clusterforge.plan.services_database.server_tls.
+    postgresql_tls: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Each service host's TLS proxy, {host: what roles/tls_proxy copies}
+    # (clusterforge.plan.tls_proxy.plan_tls_proxies); a host without a proxy is absent.
+    tls_proxies: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 _T = TypeVar("_T")
@@ -107,6 +117,7 @@ def validate_inventory(
     checked_services: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     database_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
     monitoring_vars: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    service_addresses: Mapping[str, str] | None = None,
 ) -> ValidatedInventory:
     """Check the whole inventory on the control node, writing and fetching nothing.
 
@@ -135,6 +146,8 @@ def validate_inventory(
     first one (clusterforge.plan.services_database), its password generated with
     ``generate`` (a placeholder without). ``monitoring_vars`` is the group monitoring's
     host with its ``monitoring_*`` variables (clusterforge.plan.monitoring.check_monitoring).
+    ``service_addresses`` maps a service host to its ``ansible_host``: the URLs and the
+    certificate names of its TLS proxy, planned here (``tls_proxies``).
 
     Raises :class:`InventoryError` listing every problem, each naming its variable.
     """
@@ -199,11 +212,15 @@ def validate_inventory(
         check_monitoring(cluster, nodes_vars, monitoring_vars, inventory_dir=inventory_dir)
     )
     profile = cluster.tls_profile if cluster is not None else default_profile()
-    problems.extend(
-        check_tls_proxies(
-            services_vars, tls_protocols=profile.protocols, tls_ciphers=profile.ciphers
-        )
+    # The services' TLS proxies, planned here once (a services-only inventory has no
+    # build_plan): their clashes stop the run before any host, their plans are copied.
+    tls_proxies, proxy_problems = plan_tls_proxies(
+        services_vars,
+        tls_protocols=profile.protocols,
+        tls_ciphers=profile.ciphers,
+        addresses=service_addresses,
     )
+    problems.extend(proxy_problems)
     if review:
         warnings.extend(f"{finding}{REVIEW_WARNING_SUFFIX}" for finding in deploy_only)
     else:
@@ -238,6 +255,8 @@ def validate_inventory(
         warnings=tuple(warnings),
         services=services,
         lifecycle=lifecycle,
+        postgresql_tls=server_tls(profile),
+        tls_proxies=tls_proxies,
     )
 
 

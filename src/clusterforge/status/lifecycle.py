@@ -3,8 +3,8 @@
 ``lifecycle`` section of ``scripts/status``, per policy: its indices, total size, oldest
 age and the last run.
 
-Both read the cluster the way a run reads it (clusterforge.lifecycle_runner.fetch_state)
-and the preview decides with the run's own pure :func:`~clusterforge.lifecycle_runner.decide`,
+Both read the cluster the way a run reads it (clusterforge.host_runners.lifecycle.fetch_state)
+and the preview decides with the run's own pure :func:`~clusterforge.host_runners.lifecycle.decide`,
 so the two cannot disagree but for what changes in between. Neither changes anything.
 
     scripts/lifecycle --plan [--lab-json PATH | --inventory PATH [--vault-password-file F]]
@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import ClusterforgeError
-from clusterforge.lifecycle_runner import (
+from clusterforge.host_runners.common import ApiError, Client
+from clusterforge.host_runners.lifecycle import (
     LAST_RUN,
     LAST_SUCCESS,
-    ApiError,
-    Client,
     Series,
     decide,
     describe_bytes,

@@ -7,7 +7,7 @@ opensearch_snapshot_schedule, or lab.json's ``snapshot_schedule``): with none de
 age is a problem, whatever older scheduled snapshots the repository holds (a schedule set
 and then removed left status judging by it, issue 51). Only a lab.json written before it
 carried the field leaves the schedule to the snapshots themselves: the runner
-(clusterforge.snapshot_runner) puts its calendar, period and allowed age in each snapshot's
+(clusterforge.host_runners.snapshots) puts its calendar, period and allowed age in each snapshot's
 ``metadata.clusterforge``. The next run is the calendar's next elapse (``systemd-analyze
 calendar`` on this machine, else the next window of the period).
 """

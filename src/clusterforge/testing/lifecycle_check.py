@@ -55,9 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterforge.lifecycle_runner import (
-    ApiError,
-    Client,
+from clusterforge.host_runners.common import ApiError, Client
+from clusterforge.host_runners.lifecycle import (
     Series,
     decide,
     fetch_state,
@@ -450,7 +449,7 @@ class Check:
                     "ls",
                     "/etc/systemd/system/clusterforge-lifecycle.timer",
                     "/etc/clusterforge/lifecycle",
-                    "/usr/local/lib/clusterforge/lifecycle_runner.py",
+                    "/usr/local/lib/clusterforge/lifecycle",
                 ],
                 capture_output=True,
                 text=True,

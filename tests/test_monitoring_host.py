@@ -1,19 +1,20 @@
-"""clusterforge_monitoring, the action (issue 42, the rerun's cost): one call on the control
-node plans the monitoring host and issues or reuses every host's node exporter
-certificate, building the cluster model once.
+"""The plan's monitoring section (issue 42, the rerun's cost; issue 51, planned once in the
+plan): build_plan plans the monitoring host and issues or reuses every host's node
+exporter certificate, with the cluster model it validated.
 
 - every host of the node exporters' groups gets its certificate and key in the plan,
   named for its ansible_host (as the per-host action named it before), under the CA that
   issued the monitoring host's own, for serverAuth;
-- a second call reuses every certificate and says changed=false (the rerun changes
+- a second plan reuses every certificate and says nothing was issued (the rerun changes
   nothing); renew_node_exporters issues them again;
-- the cluster model is built once per call (it was twice, plus once per host), and the
-  CA's key unlocked once;
+- the monitoring builds no cluster model of its own, and unlocks the CA's key once;
 - the web password's hash is checked with bcrypt once: a keyed record (0600) spares the
   check on a rerun, and a replaced password still gets a new hash;
 - a certificate the per-host action (clusterforge_host_certificate, as the node exporter
   role called it before) issued is reused as it is: an upgraded toolkit's first rerun
-  changes no node exporter's files.
+  changes no node exporter's files;
+- the monitoring user is planned once: the security files hash the password the
+  exporters' environment files hold.
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import clusterforge.inventory.variables as inventory_variables
 import clusterforge.plan.host_certificates as host_certificates
 import clusterforge.plan.host_variables as host_variables
+import clusterforge.plan.monitoring_host as monitoring_host
 from clusterforge.pki.hashing import verify_password
+from clusterforge.plan.host_variables import TaskHosts, model_vars
+from clusterforge.plan.monitoring import monitoring_hosts_vars
+from clusterforge.plan.plan import build_plan
 from collection_plugins import load_plugin
 
-monitoring_action = load_plugin("action", "clusterforge_monitoring")
 host_certificate = load_plugin("action", "clusterforge_host_certificate")
 PASSWORDS = {
     "admin": "Unit-Admin-7c1e",
@@ -72,13 +76,31 @@ def task_vars(inventory: Path) -> dict[str, Any]:
     }
 
 
+def plan_of(variables: dict[str, Any], **renew: bool) -> dict[str, Any]:
+    """The whole plan, as the clusterforge_plan action asks for it (without fetching
+    archives), from a task's variables."""
+    hosts = TaskHosts(variables, _identity)
+    return build_plan(
+        model_vars(hosts, "opensearch"),
+        inventory_dir=Path(variables["inventory_dir"]),
+        fetch=False,
+        monitoring_vars=monitoring_hosts_vars(hosts),
+        monitoring_source=hosts,
+        **renew,
+    )
+
+
+def run_monitoring(variables: dict[str, Any], **renew: bool) -> dict[str, Any]:
+    """The plan's monitoring section."""
+    monitoring: dict[str, Any] = plan_of(variables, **renew)["monitoring"]
+    return monitoring
+
+
 @pytest.fixture
 def run_action(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
 
-    def run(
-        args: dict[str, Any], variables: dict[str, Any], plugin: Any = monitoring_action
-    ) -> dict[str, Any]:
+    def run(args: dict[str, Any], variables: dict[str, Any], plugin: Any) -> dict[str, Any]:
         module = object.__new__(plugin.ActionModule)
         module._task = SimpleNamespace(args=args, check_mode=False)
         module._templar = SimpleNamespace(template=_identity)
@@ -99,8 +121,8 @@ def _names(certificate: x509.Certificate) -> set[str]:
     }
 
 
-def test_one_call_gives_every_node_exporter_its_certificate_and_reuses_them(
-    tmp_path: Path, run_action: Any, monkeypatch: pytest.MonkeyPatch
+def test_one_plan_gives_every_node_exporter_its_certificate_and_reuses_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[str] = []
     build_model = inventory_variables.build_model
@@ -109,16 +131,15 @@ def test_one_call_gives_every_node_exporter_its_certificate_and_reuses_them(
         built.append(group)
         return build_model(source, group)
 
-    # Every name it is reached by: the plan's module, the inventory's re-export, the action.
+    # Every name it is reached by: the plan's module and the inventory's re-export.
     monkeypatch.setattr(host_variables, "build_model", counting)
     monkeypatch.setattr(inventory_variables, "build_model", counting)
-    monkeypatch.setattr(monitoring_action, "build_model", counting)
     variables = task_vars(tmp_path)
-    plan = run_action({}, variables)
-    assert built == ["opensearch"]
-    # Keys ride in the result: it is no_log.
-    assert plan["_ansible_no_log"] is True
-    assert plan["changed"] is True
+    plan = run_monitoring(variables)
+    # The model the plan validated, not one of the monitoring's own.
+    assert built == []
+    assert plan["host"] == "mon-1"
+    assert plan["issued"] is True
     certificates = plan["node_exporter"]["certificates"]
     assert set(certificates) == {*NODES, "mon-1"} == set(plan["node_exporter"]["units"])
     monitoring_ca = _certificate(plan["files"][-3]["content"]).subject
@@ -132,12 +153,12 @@ def test_one_call_gives_every_node_exporter_its_certificate_and_reuses_them(
         unit = certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)[0]
         assert unit.value == "clusterforge node-exporter"
     # The rerun: the same certificates, nothing issued.
-    again = run_action({}, variables)
-    assert again["changed"] is False
+    again = run_monitoring(variables)
+    assert again["issued"] is False
     assert again["node_exporter"]["certificates"] == certificates
     assert again["files"] == plan["files"]
-    renewed = run_action({"renew_node_exporters": True}, variables)
-    assert renewed["changed"] is True
+    renewed = run_monitoring(variables, renew_node_exporters=True)
+    assert renewed["issued"] is True
     for host, issued in renewed["node_exporter"]["certificates"].items():
         assert issued["certificate_pem"] != certificates[host]["certificate_pem"]
     # The monitoring host's own certificate is not renewed with them.
@@ -159,14 +180,14 @@ def test_a_certificate_the_per_host_action_issued_is_reused(
             host_certificate,
         )
         assert before[host]["changed"] is True
-    plan = run_action({}, variables)
+    plan = run_monitoring(variables)
     for host, issued in plan["node_exporter"]["certificates"].items():
         assert issued["certificate_pem"] == before[host]["certificate_pem"]
         assert issued["key_pem"] == before[host]["key_pem"]
 
 
 def test_the_ca_is_unlocked_once_and_bcrypt_runs_once(
-    tmp_path: Path, run_action: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loads: list[Path] = []
     load = host_certificates.load_or_create_ca
@@ -182,26 +203,54 @@ def test_the_ca_is_unlocked_once_and_bcrypt_runs_once(
         return verify_password(password, password_hash)
 
     monkeypatch.setattr(host_certificates, "load_or_create_ca", counting_load)
-    monkeypatch.setattr(monitoring_action, "verify_password", counting_verify)
+    monkeypatch.setattr(monitoring_host, "verify_password", counting_verify)
     variables = task_vars(tmp_path)
-    first = run_action({}, variables)
+    first = run_monitoring(variables)
     assert len(loads) == 1
     assert len(checks) == 1
     record = tmp_path / ".monitoring" / "web.password.check"
     assert oct(record.stat().st_mode & 0o777) == "0o600"
     password = (tmp_path / ".monitoring" / "web.password").read_text().strip()
     assert password not in record.read_text()
-    again = run_action({}, variables)
+    again = run_monitoring(variables)
     assert len(loads) == 2
     assert len(checks) == 1, "the rerun checked the hash with bcrypt again"
     assert again["files"] == first["files"]
     # A password replaced by hand: the record no longer matches, bcrypt says the hash is
     # stale, and a new hash (so new web configs) follows.
     (tmp_path / ".monitoring" / "web.password").write_text("Unit-New-Web-Password-0123\n")
-    replaced = run_action({}, variables)
+    replaced = run_monitoring(variables)
     assert len(checks) == 2
     new_hash = (tmp_path / ".monitoring" / "web.password.bcrypt").read_text().strip()
     assert verify_password("Unit-New-Web-Password-0123", new_hash)
     assert replaced["node_exporter"]["web_config"] != first["node_exporter"]["web_config"]
-    assert len(run_action({}, variables)["files"]) == len(first["files"])
+    assert len(run_monitoring(variables)["files"]) == len(first["files"])
     assert len(checks) == 2
+
+
+def test_the_monitoring_user_is_planned_once_for_the_security_files_and_the_exporters(
+    tmp_path: Path,
+) -> None:
+    """The exporters' environment files hold the password whose hash the security files
+    hold, and no second password file appears (the user was planned twice before: once
+    for the security files, once by the monitoring's action)."""
+    variables = task_vars(tmp_path)
+    variables["hostvars"]["mon-1"].pop("monitoring_cluster_password")
+    plan = plan_of(variables)
+    monitoring = plan["monitoring"]
+    password_file = Path(monitoring["cluster_password_file"])
+    password = password_file.read_text().strip()
+    environments = [
+        entry["content"] for entry in monitoring["files"] if entry["path"].endswith(".env")
+    ]
+    assert len(environments) == len(NODES)
+    assert all(f"ES_PASSWORD={password}" in content for content in environments)
+    users = plan["security"]["files"]["internal_users.yml"]
+    assert "clusterforge-monitor:" in users
+    assert sorted(p.name for p in password_file.parent.iterdir()) == [password_file.name]
+
+
+def test_without_a_monitoring_host_the_plan_has_no_monitoring(tmp_path: Path) -> None:
+    variables = task_vars(tmp_path)
+    variables["groups"] = {"opensearch": list(NODES)}
+    assert plan_of(variables)["monitoring"] is None

@@ -1,9 +1,10 @@
 """The index lifecycle run (docs/lifecycle.md), one per timer tick, on any engine.
 
-This file is shipped as it is to every cluster-manager-eligible node (the plan puts its
-text in ``lifecycle.runner``; roles/opensearch_lifecycle copies it) and run there by the
-node's ``python3`` from a systemd timer. So it imports the standard library only
-(tests/test_lifecycle_runner.py checks that). Its decision is one pure function,
+This module is shipped as it is, with the package's shared module, to every
+cluster-manager-eligible node (the plan lists the files in ``lifecycle.runner_files``;
+roles/opensearch_lifecycle places them) and run there by the node's ``python3`` from a
+systemd timer. So it imports the standard library and its package only
+(tests/test_host_runners.py checks that). Its decision is one pure function,
 :func:`decide`, over the cluster state a run fetched (:func:`fetch_state`); it returns
 each action with its reason, and the notes of what it left alone and why. ``scripts/
 lifecycle --plan`` prints the same decision without acting (clusterforge.status.lifecycle).
@@ -26,21 +27,19 @@ policy its size, its cap, its oldest index and its delete age (the alerts read t
 
 from __future__ import annotations
 
-import base64
 import fnmatch
 import json
 import os
-import ssl
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_TIMEOUT = 30.0
+from . import common
+from .common import ApiError, Client, label_value, load, write_atomically
+
 # A force-merge to few segments of a large index takes long; the unit's limit is higher.
 FORCE_MERGE_TIMEOUT = 3600.0
 METRIC_PREFIX = "clusterforge_lifecycle"
@@ -51,6 +50,7 @@ LAST_RUN_SUCCESS = "clusterforge_lifecycle_last_run_success"
 ACTING = "clusterforge_lifecycle_acting"
 ACTIONS_TOTAL = "clusterforge_lifecycle_actions_total"
 STATE_FILE = "state.json"
+JOURNAL_ORDER = ("node", "role", "state", "actions", "failed", "seconds", "note")
 ACTIONS = ("rollover", "replicas", "read_only", "force_merge", "delete")
 # The engine's default of cluster.max_shards_per_node.
 DEFAULT_MAX_SHARDS_PER_NODE = 1000
@@ -358,59 +358,6 @@ def decide(cluster: ClusterState, series: Iterable[Series], now: float) -> Decis
 # ---------------------------------------------------------------- the cluster
 
 
-class ApiError(Exception):
-    """The cluster answered with an error status, or did not answer."""
-
-    def __init__(self, status: int, body: Any, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
-
-
-class Client:
-    """HTTPS calls to the first node of ``urls`` that answers, with the cluster's CA
-    verified (hostname included) and HTTP basic authentication."""
-
-    def __init__(
-        self, *, urls: Sequence[str], ca_file: str, username: str, password: str, timeout: float
-    ) -> None:
-        self._urls = list(urls)
-        self._context = ssl.create_default_context(cafile=ca_file)
-        token = base64.b64encode(f"{username}:{password}".encode()).decode()
-        self._authorization = f"Basic {token}"
-        self._timeout = timeout
-
-    def call(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
-    ) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        last: ApiError | None = None
-        for url in self._urls:
-            if not url.startswith("https://"):
-                raise ApiError(0, None, f"{url}: the runner talks HTTPS only")
-            request = urllib.request.Request(  # noqa: S310 - https, checked above
-                url.rstrip("/") + path, data=data, method=method
-            )
-            request.add_header("Authorization", self._authorization)
-            request.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(  # noqa: S310 - https URLs from the plan
-                    request, context=self._context, timeout=timeout or self._timeout
-                ) as answer:
-                    return json.loads(answer.read() or b"null")
-            except urllib.error.HTTPError as error:
-                raw = error.read()
-                try:
-                    parsed = json.loads(raw or b"null")
-                except ValueError:
-                    parsed = raw.decode(errors="replace")
-                raise ApiError(error.code, parsed, f"{method} {path}: HTTP {error.code}") from None
-            except (urllib.error.URLError, OSError) as error:
-                # That node is down or unreachable: the next one may answer.
-                last = ApiError(0, None, f"{url}: {getattr(error, 'reason', error)}")
-        raise last or ApiError(0, None, "no node URL configured")
-
-
 def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe="*,-._")
 
@@ -624,10 +571,6 @@ def execute(client: Client, action: Action, series: Series) -> str:
 # ---------------------------------------------------------------- the record
 
 
-def _label(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
-
-
 def policy_gauges(series: Sequence[Series], deleted: set[str]) -> dict[str, dict[str, float]]:
     """Per policy, after the run: its size, indices, oldest non-write index's age basis,
     its cap and delete age (what the alerts compare)."""
@@ -673,7 +616,7 @@ def metric_text(
     gauges: Mapping[str, Mapping[str, float]],
 ) -> str:
     """The node-exporter textfile (the last success is absent until there is one)."""
-    base = f"cluster={_label(cluster)}"
+    base = f"cluster={label_value(cluster)}"
     name = METRIC_PREFIX
     lines = [
         f"# HELP {LAST_SUCCESS} End of the last successful lifecycle run that acted "
@@ -696,16 +639,15 @@ def metric_text(
         f"# TYPE {ACTIONS_TOTAL} counter",
     ]
     for (policy, action), count in sorted(counts.items()):
-        lines.append(
-            f"{ACTIONS_TOTAL}{{{base},policy={_label(policy)},action={_label(action)}}} {count}"
-        )
+        labels = f"{base},policy={label_value(policy)},action={label_value(action)}"
+        lines.append(f"{ACTIONS_TOTAL}{{{labels}}} {count}")
     for gauge, help_text in GAUGE_HELP.items():
         rows = [(policy, values[gauge]) for policy, values in gauges.items() if gauge in values]
         if not rows:
             continue
         lines += [f"# HELP {name}_{gauge} {help_text}", f"# TYPE {name}_{gauge} gauge"]
         lines += [
-            f"{name}_{gauge}{{{base},policy={_label(policy)}}} {value:.3f}"
+            f"{name}_{gauge}{{{base},policy={label_value(policy)}}} {value:.3f}"
             for policy, value in sorted(rows)
         ]
     return "\n".join(lines) + "\n"
@@ -713,37 +655,7 @@ def metric_text(
 
 def journal_line(fields: Mapping[str, Any]) -> str:
     """One line, ``key=value`` pairs in a fixed order; values with spaces are quoted."""
-    order = ("node", "role", "state", "actions", "failed", "seconds", "note")
-    parts = []
-    for key in order:
-        if key not in fields:
-            continue
-        value = fields[key]
-        if isinstance(value, list | tuple):
-            text = ",".join(str(item) for item in value) or "none"
-        else:
-            text = str(value)
-        parts.append(f"{key}={json.dumps(text) if (' ' in text or not text) else text}")
-    return "clusterforge-lifecycle " + " ".join(parts)
-
-
-def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a file beside it and a rename, so a reader (the
-    node exporter) never sees half of it."""
-    directory = os.path.dirname(path) or "."
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    return common.journal_line("clusterforge-lifecycle", JOURNAL_ORDER, fields)
 
 
 def load_state(state_dir: str) -> dict[str, Any]:
@@ -862,15 +774,6 @@ def keep(config: Mapping[str, Any], record: Mapping[str, Any]) -> None:
     )
 
 
-def load(config_path: str) -> tuple[dict[str, Any], str, str]:
-    """The settings and the credentials (username, password) the settings point to."""
-    with open(config_path, encoding="utf-8") as handle:
-        config = json.load(handle)
-    with open(str(config["credentials_file"]), encoding="utf-8") as handle:
-        credentials = json.load(handle)
-    return config, str(credentials["username"]), str(credentials["password"])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     config_path = args[0] if args else "/etc/clusterforge/lifecycle/config.json"
@@ -878,20 +781,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     config: dict[str, Any] = {}
     try:
         config, username, password = load(config_path)
-        client = Client(
-            urls=config["urls"],
-            ca_file=str(config["ca_file"]),
-            username=username,
-            password=password,
-            timeout=float(config.get("timeout", DEFAULT_TIMEOUT)),
-        )
+        client = common.client_from(config, username, password)
         node = str(config.get("node") or node)
         ok, line, record = run(config, client, now=time.time(), node=node)
     except (ApiError, OSError, ValueError, KeyError, IndexError) as error:
-        detail = ""
-        if isinstance(error, ApiError) and error.body is not None:
-            detail = " " + json.dumps(error.body)[:300]
-        print(journal_line({"node": node, "state": "ERROR", "note": f"{error}{detail}"}))
+        note = f"{error}{common.error_detail(error)}"
+        print(journal_line({"node": node, "state": "ERROR", "note": note}))
         if config:
             state = load_state(str(config.get("state_dir") or "."))
             counts = {

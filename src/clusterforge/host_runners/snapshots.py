@@ -1,9 +1,10 @@
 """The scheduled snapshot run (docs/snapshots.md, "Scheduled snapshots"), one per timer tick.
 
-This file is shipped as it is to every node that runs the schedule (the plan puts its
-text in ``snapshots.schedule.runner``; roles/opensearch_snapshots copies it) and run there
-by the node's ``python3`` from a systemd timer. So it imports the standard library only
-(tests/test_snapshot_runner.py checks that). Its decisions are pure functions, tested
+This module is shipped as it is, with the package's shared module, to every node that
+runs the schedule (the plan lists the files in ``snapshots.schedule.runner_files``;
+roles/opensearch_snapshots places them) and run there by the node's ``python3`` from a
+systemd timer. So it imports the standard library and its package only
+(tests/test_host_runners.py checks that). Its decisions are pure functions, tested
 without a cluster: :func:`snapshot_name` (the schedule's time window, so two nodes that
 fire together ask for the same snapshot and the engine refuses the second) and
 :func:`retention` (which of the schedule's own snapshots to delete). :func:`run` talks to
@@ -19,19 +20,17 @@ node's), 1 otherwise.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import re
-import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from . import common
+from .common import ApiError, Client, label_value, load, write_atomically
 
 METRIC = "clusterforge_snapshot_last_success_timestamp_seconds"
 METRIC_FILE = "clusterforge_snapshot.prom"
@@ -40,9 +39,9 @@ _NAME_TIME = re.compile(r"^[0-9]{8}-[0-9]{6}$")
 # States the engine reports for a finished snapshot; IN_PROGRESS is the only other one.
 IN_PROGRESS = "IN_PROGRESS"
 SUCCESS = "SUCCESS"
-DEFAULT_TIMEOUT = 30.0
 # What the engine answers a second request for a name being taken or taken already.
 _NAME_TAKEN = {"error": {"type": "invalid_snapshot_name_exception"}}
+JOURNAL_ORDER = ("snapshot", "state", "shards", "seconds", "deleted", "node", "note")
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def newest_success(snapshots: Iterable[Snapshot], prefix: str) -> Snapshot | Non
 def metric_text(repository: str, last_success_epoch: float | None, run_ok: bool, now: float) -> str:
     """The node-exporter textfile: the last success (absent until there is one), and this
     run's time and outcome."""
-    label = '{repository="' + repository.replace("\\", "\\\\").replace('"', '\\"') + '"}'
+    label = "{repository=" + label_value(repository) + "}"
     lines = [
         f"# HELP {METRIC} End of the newest successful scheduled snapshot (clusterforge).",
         f"# TYPE {METRIC} gauge",
@@ -142,46 +141,7 @@ def schedule_metadata(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def journal_line(fields: Mapping[str, Any]) -> str:
     """One line, ``key=value`` pairs in a fixed order; values with spaces are quoted."""
-    order = ("snapshot", "state", "shards", "seconds", "deleted", "node", "note")
-    parts = []
-    for key in order:
-        if key not in fields:
-            continue
-        value = fields[key]
-        if isinstance(value, list | tuple):
-            text = ",".join(str(item) for item in value) or "none"
-        else:
-            text = str(value)
-        parts.append(f"{key}={json.dumps(text) if (' ' in text or not text) else text}")
-    return "clusterforge-snapshot " + " ".join(parts)
-
-
-def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a file beside it and a rename, so a reader (the
-    node exporter) never sees half of it."""
-    directory = os.path.dirname(path) or "."
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
-class ApiError(Exception):
-    """The cluster answered with an error status, or did not answer."""
-
-    def __init__(self, status: int, body: Any, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
+    return common.journal_line("clusterforge-snapshot", JOURNAL_ORDER, fields)
 
 
 def error_type(body: Any) -> str:
@@ -189,50 +149,6 @@ def error_type(body: Any) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("type", ""))
     return ""
-
-
-class Client:
-    """HTTPS calls to the first node of ``urls`` that answers, as the snapshot user, with
-    the cluster's CA verified (hostname included)."""
-
-    def __init__(
-        self, *, urls: Sequence[str], ca_file: str, username: str, password: str, timeout: float
-    ) -> None:
-        self._urls = list(urls)
-        self._context = ssl.create_default_context(cafile=ca_file)
-        token = base64.b64encode(f"{username}:{password}".encode()).decode()
-        self._authorization = f"Basic {token}"
-        self._timeout = timeout
-
-    def call(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
-    ) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        last: ApiError | None = None
-        for url in self._urls:
-            if not url.startswith("https://"):
-                raise ApiError(0, None, f"{url}: the runner talks HTTPS only")
-            request = urllib.request.Request(  # noqa: S310 - https, checked above
-                url.rstrip("/") + path, data=data, method=method
-            )
-            request.add_header("Authorization", self._authorization)
-            request.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(  # noqa: S310 - https URLs from the plan
-                    request, context=self._context, timeout=timeout or self._timeout
-                ) as answer:
-                    return json.loads(answer.read() or b"null")
-            except urllib.error.HTTPError as error:
-                raw = error.read()
-                try:
-                    parsed = json.loads(raw or b"null")
-                except ValueError:
-                    parsed = raw.decode(errors="replace")
-                raise ApiError(error.code, parsed, f"{method} {path}: HTTP {error.code}") from None
-            except (urllib.error.URLError, OSError) as error:
-                # That node is down or unreachable: the next one may answer.
-                last = ApiError(0, None, f"{url}: {getattr(error, 'reason', error)}")
-        raise last or ApiError(0, None, "no node URL configured")
 
 
 def _snapshot(raw: Mapping[str, Any]) -> Snapshot:
@@ -368,36 +284,19 @@ def run(config: Mapping[str, Any], client: Client, *, now: float, node: str) -> 
     return ok, journal_line(fields)
 
 
-def load(config_path: str) -> tuple[dict[str, Any], str, str]:
-    """The settings and the credentials (username, password) the settings point to."""
-    with open(config_path, encoding="utf-8") as handle:
-        config = json.load(handle)
-    with open(str(config["credentials_file"]), encoding="utf-8") as handle:
-        credentials = json.load(handle)
-    return config, str(credentials["username"]), str(credentials["password"])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     config_path = args[0] if args else "/etc/clusterforge/snapshot-schedule/config.json"
     node = os.uname().nodename
     try:
         config, username, password = load(config_path)
-        client = Client(
-            urls=config["urls"],
-            ca_file=str(config["ca_file"]),
-            username=username,
-            password=password,
-            timeout=float(config.get("timeout", DEFAULT_TIMEOUT)),
-        )
+        client = common.client_from(config, username, password)
         # Lab containers share the host's name: the inventory's name says which node ran.
         node = str(config.get("node") or node)
         ok, line = run(config, client, now=time.time(), node=node)
     except (ApiError, OSError, ValueError, KeyError) as error:
-        detail = ""
-        if isinstance(error, ApiError) and error.body is not None:
-            detail = " " + json.dumps(error.body)[:300]
-        print(journal_line({"state": "ERROR", "node": node, "note": f"{error}{detail}"}))
+        note = f"{error}{common.error_detail(error)}"
+        print(journal_line({"state": "ERROR", "node": node, "note": note}))
         return 1
     print(line, flush=True)
     return 0 if ok else 1
