@@ -177,16 +177,18 @@ def report(measured: list[Round], nodes: int, hosts: int, loads: tuple[str, str]
     strategies = (CHECKOUT, LINEAR)
     ping = {s: median([r.ping[s] for r in measured]) for s in strategies}
     rerun = {s: median([r.rerun[s].seconds for r in measured]) for s in strategies}
+    # Each rerun's seconds per play, summed once.
+    by_play = {s: [r.rerun[s].by_play() for r in measured] for s in strategies}
     plays: list[str] = []
-    for item in measured:
-        for play in item.rerun[CHECKOUT].by_play():
+    for seconds_by_play in by_play[CHECKOUT]:
+        for play in seconds_by_play:
             if play not in plays:
                 plays.append(play)
     play_rows = []
     for play in plays:
         cells = []
         for strategy in strategies:
-            per_round = [r.rerun[strategy].by_play().get(play, 0.0) for r in measured]
+            per_round = [seconds.get(play, 0.0) for seconds in by_play[strategy]]
             cells.append(f"{median(per_round):.2f}")
         tasks = median(
             [float(sum(1 for p, _t, _s in r.rerun[CHECKOUT].tasks if p == play)) for r in measured]
@@ -211,7 +213,8 @@ def report(measured: list[Round], nodes: int, hosts: int, loads: tuple[str, str]
             f"| {name} | {ping[s]:.2f} | {rerun[s]:.2f} | **{rerun[s] / ping[s]:.1f}x** |"
             for name, s in (("Mitogen (the checkout's)", CHECKOUT), ("`linear`", LINEAR))
         ),
-        f"| `linear` rerun / `linear` ping | | | **{rerun[LINEAR] / ping[LINEAR]:.1f}x** |",
+        # The figure: the Mitogen rerun against Ansible's own (linear) ping.
+        f"| Mitogen rerun / `linear` ping | | | **{rerun[CHECKOUT] / ping[LINEAR]:.1f}x** |",
         "",
         f"Tasks timed per rerun (median): {task_count:.0f}. Per play, median seconds:",
         "",
