@@ -156,6 +156,7 @@ def plan_removal(
         str(member["name"]): [str(role) for role in member.get("roles") or []] for member in members
     }
     leaving = [node for node in removed if node.name in member_roles]
+    leaving_names = {node.name for node in leaving}
     problems = []
     if leaving:
         hosts = ", ".join(node.inventory_name for node in leaving)
@@ -165,7 +166,7 @@ def plan_removal(
 
         counted = counted_managers(members, seen.voting)
         managers = [name for name in member_roles if name in counted]
-        managers_left = [name for name in managers if name not in {n.name for n in leaving}]
+        managers_left = [name for name in managers if name not in leaving_names]
         quorum = len(managers) // 2 + 1
         # A removal an earlier run began: its drain excluded exactly these nodes before
         # any node of that run restarted, so that run judged the quorum on the roles the
@@ -174,7 +175,7 @@ def plan_removal(
         # the engine shrank its voting configuration to match: judged again, the same
         # removal would be refused, and the cluster left half-drained (issue 50,
         # finding 3). It is finished instead; one floor still holds.
-        begun = {node.name for node in leaving} <= seen.allocation_excluded
+        begun = leaving_names <= seen.allocation_excluded
         if begun and managers and not managers_left:
             problems.append(
                 f"removing {hosts} (opensearch_node_state: absent) would leave no "
@@ -190,7 +191,7 @@ def plan_removal(
                 "first and remove these in a later run."
             )
         data = [name for name in member_roles if has_role(name, DATA_ROLES)]
-        data_left = [name for name in data if name not in {n.name for n in leaving}]
+        data_left = [name for name in data if name not in leaving_names]
         if index_settings is None:
             problems.append(
                 f"removing {hosts} (opensearch_node_state: absent) needs the indices' "
