@@ -279,6 +279,10 @@ def _order_inventory(tmp_path: Path) -> Path:
     return inventory
 
 
+# services_plan.yml's result on a service host; undefined in a run without it.
+RUN_PLAN = "__clusterforge_services_plan | default({})"
+
+
 def _settings_play(tmp_path: Path, *, planned_by_the_run: bool) -> Path:
     """The order_service role's settings task as roles/_python_service/tasks/preflight.yml
     calls it, after services.yml's check and services_plan.yml, or alone."""
@@ -299,8 +303,10 @@ def _settings_play(tmp_path: Path, *, planned_by_the_run: bool) -> Path:
                     "clusterforge.stack.clusterforge_service_settings": {
                         "service": "order_service",
                         "planned": {
-                            "services": "{{ (__clusterforge_services_plan | default({})).services | default({}) }}",
-                            "orders_search": "{{ (__clusterforge_services_plan | default({})).orders_search | default(none) }}",
+                            "services": f"{{{{ ({RUN_PLAN}).services | default({{}}) }}}}",
+                            "orders_search": (
+                                f"{{{{ ({RUN_PLAN}).orders_search | default(none) }}}}"
+                            ),
                         },
                     },
                     "register": "planned",
