@@ -4,9 +4,12 @@
   (not OpenSearch: no cluster may run here) for the four endpoints the tasks call,
   which answers a template back the way OpenSearch does (inside ``index_templates``,
   with ``composed_of`` added). The lead checks the same tasks on the lab's real cluster.
-- The clusterforge_service_settings action plans ``orders.search`` from the inventory's
-  ``opensearch`` group as the plan does, and the run's output (-v) never holds the
-  password.
+- services.yml's way without a plan (the inventory check, then services_plan.yml) plans
+  ``orders.search`` from the inventory's ``opensearch`` group as the plan does, with the
+  password generated on the control node; the clusterforge_service_settings action
+  copies it, and the run's output (-v) never holds the password.
+- The action plans nothing: a host no check and plan of the run planned is refused,
+  naming the playbooks that plan it.
 """
 
 from __future__ import annotations
@@ -222,7 +225,7 @@ def test_an_index_a_bulk_created_meanwhile_is_accepted_and_other_refusals_fail(
     assert recap(refused.stdout)["failed"] == 1
 
 
-def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Path) -> None:
+def _order_inventory(tmp_path: Path) -> Path:
     inventory = tmp_path / "inventory"
     (inventory / "group_vars").mkdir(parents=True)
     (inventory / "hosts.yml").write_text(
@@ -257,6 +260,8 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
         yaml.safe_dump(
             {
                 "opensearch_security_mode": "tls",
+                # The inventory check (services.yml's first play) wants it.
+                "opensearch_ca_passphrase": "Unit-Ca-Passphrase-7c1e",
                 "opensearch_security_passwords": {
                     name: f"Unit-{name.title()}-5d2b"
                     for name in ("admin", "kibanaserver", "logstash", "kibana")
@@ -271,7 +276,22 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
             }
         )
     )
+    return inventory
+
+
+# services_plan.yml's result on a service host; undefined in a run without it.
+RUN_PLAN = "__clusterforge_services_plan | default({})"
+
+
+def _settings_play(tmp_path: Path, *, planned_by_the_run: bool) -> Path:
+    """The order_service role's settings task as roles/_python_service/tasks/preflight.yml
+    calls it, after services.yml's check and services_plan.yml, or alone."""
+    run_plan = [
+        {"ansible.builtin.import_playbook": str(ROOT / "playbooks/check_inventory.yml")},
+        {"ansible.builtin.import_playbook": str(ROOT / "playbooks/services_plan.yml")},
+    ]
     play = [
+        *(run_plan if planned_by_the_run else []),
         {
             "name": "The order_service role's settings action",
             "hosts": "order_service",
@@ -279,9 +299,15 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
             "vars_files": [str(ROOT / "roles/order_service/defaults/main.yml")],
             "tasks": [
                 {
-                    "name": "Plan the settings",
+                    "name": "Copy the settings",
                     "clusterforge.stack.clusterforge_service_settings": {
-                        "service": "order_service"
+                        "service": "order_service",
+                        "planned": {
+                            "services": f"{{{{ ({RUN_PLAN}).services | default({{}}) }}}}",
+                            "orders_search": (
+                                f"{{{{ ({RUN_PLAN}).orders_search | default(none) }}}}"
+                            ),
+                        },
                     },
                     "register": "planned",
                 },
@@ -295,10 +321,18 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
                     "no_log": True,
                 },
             ],
-        }
+        },
     ]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    result = run_playbook(tmp_path / "play.yml", inventory=str(inventory), extra=["-v"])
+    return tmp_path / "play.yml"
+
+
+def test_the_run_plans_delivery_the_action_copies_it_and_prints_no_password(
+    tmp_path: Path,
+) -> None:
+    inventory = _order_inventory(tmp_path)
+    play = _settings_play(tmp_path, planned_by_the_run=True)
+    result = run_playbook(play, inventory=str(inventory), extra=["-v"])
     assert result.returncode == 0, result.stdout + result.stderr
     password_file = inventory / ".opensearch" / "orders-writer.password"
     password = password_file.read_text().strip()
@@ -309,3 +343,19 @@ def test_the_settings_action_plans_delivery_and_prints_no_password(tmp_path: Pat
     assert search["username"] == "orders-writer"
     assert search["urls"] == ["https://127.0.0.91:9200", "https://127.0.0.92:9200"]
     assert search["ca-file"] == "/etc/clusterforge-orders/ca-bundle.pem"
+
+
+def test_the_action_plans_nothing_a_host_the_run_did_not_plan_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The role used without the inventory check and the plan fails closed, naming the
+    playbooks that plan its settings; nothing is generated behind its back."""
+    inventory = _order_inventory(tmp_path)
+    play = _settings_play(tmp_path, planned_by_the_run=False)
+    result = run_playbook(play, inventory=str(inventory))
+    assert result.returncode != 0
+    assert (
+        "this run planned no order_service settings for localhost: run the role through "
+        "playbooks/services.yml or playbooks/site.yml"
+    ) in " ".join(result.stdout.split())
+    assert not (inventory / ".opensearch" / "orders-writer.password").exists()

@@ -366,6 +366,11 @@ def test_services_yml_steps_validate_each_service_host_once(tmp_path: Path) -> N
         # site.yml imports it twice (plan.yml, services.yml): the second one checks nothing.
         {"name": "Check", "ansible.builtin.import_playbook": check},
         {"name": "Check again", "ansible.builtin.import_playbook": check},
+        # services.yml alone: the passwords put into the check's settings, nothing validated.
+        {
+            "name": "Plan the services",
+            "ansible.builtin.import_playbook": str(ROOT / "playbooks/services_plan.yml"),
+        },
         _service_play("user_directory", preflight, kept),
         _service_play("order_service", preflight, kept),
     ]
@@ -400,7 +405,7 @@ def test_services_yml_steps_validate_each_service_host_once(tmp_path: Path) -> N
     counted = Counter(count_file.read_text().split())
     assert counted == {"user_directory": len(USERDIR_HOSTS), "order_service": len(ORDERS_HOSTS)}
     # The files the hosts get: the order service's with the real password, generated once
-    # after the check (which writes nothing) by the settings step.
+    # after the check (which writes nothing) by services_plan.yml; the role copies it.
     password = (inventory / ".opensearch" / "orders-writer.password").read_text().strip()
     orders = yaml.safe_load((kept / "order_service-apps-1").read_text())
     assert orders["orders"]["search"]["password"] == password

@@ -333,6 +333,11 @@ def test_the_inventory_check_plans_the_proxy_the_role_copies(
     result = action.run(task_vars=task_vars)
     assert result["enabled"] and result["_ansible_no_log"]
     assert result["files"][:2] == planned["files"]
+    # What roles/_debian_service installs and masks, copied from the check's plan.
+    assert result["install"] == planned["install"]
+    assert result["install"]["masks"] == [
+        {"path": "/etc/systemd/system/nginx.service", "target": "/dev/null"}
+    ]
     paths = [entry["path"] for entry in result["files"][2:]]
     assert paths == [planned["cert_path"], planned["ca_bundle_path"], planned["key_path"]]
     assert result["files"][-1]["secret"] and result["files"][-1]["mode"] == "0600"

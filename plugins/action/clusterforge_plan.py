@@ -44,6 +44,12 @@ Arguments:
   checked_services: the ``services`` of that check, in the same run (check_inventory.yml
     keeps them as __clusterforge_checked_services): the plan takes the services' settings
     from it rather than validating them again, and adds the delivery's real password.
+  services_only: true plans the services' part of the plan alone, for a run without
+    playbooks/plan.yml (playbooks/services_plan.yml, imported by services.yml): the
+    same check as ``validate_only``, then the passwords ``build_plan`` would read or
+    generate (the order delivery's, the services' PostgreSQL ones) put into the
+    ``checked_services`` settings. Its result holds ``services`` (no_log) and
+    ``orders_search`` (public), the two keys of the plan the services' roles copy.
   renew_monitoring: issue the monitoring host's certificate again now (the plan's
     ``monitoring`` section; playbooks/rotate_certs.yml).
   renew_node_exporters: issue every host's node exporter certificate again now.
@@ -79,6 +85,7 @@ try:
     )
     from clusterforge.plan.model import plain_data
     from clusterforge.plan.monitoring import monitoring_hosts_vars
+    from clusterforge.plan.orders_search import DISABLED
     from clusterforge.plan.plan import (
         build_plan,
         with_observed,
@@ -112,6 +119,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             "restore_snapshot",
             "security_files",
             "validate_only",
+            "services_only",
             "checked_services",
             "renew_monitoring",
             "renew_node_exporters",
@@ -158,8 +166,10 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         nodes_vars = model_vars(hosts, group)
         consoles_vars = model_vars(hosts, self._task.args.get("console_group", "dashboards"))
         services = services_vars(hosts)
+        services_only = boolean(self._task.args.get("services_only", False))
+        checked_services = self._task.args.get("checked_services")
         try:
-            if boolean(self._task.args.get("validate_only", False)):
+            if services_only or boolean(self._task.args.get("validate_only", False)):
                 if not nodes_vars and not any(services.values()):
                     raise InventoryError(
                         [
@@ -178,7 +188,25 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     database_vars=database_vars(hosts),
                     monitoring_vars=monitoring_hosts_vars(hosts),
                     service_addresses=service_addresses(hosts),
+                    # The services' part of the plan: their settings as the check of this
+                    # run validated them, with the passwords read or generated now.
+                    generate=services_only,
+                    checked_services=(
+                        plain_data(checked_services) if services_only and checked_services else None
+                    ),
                 )
+                if services_only:
+                    result.update(
+                        changed=False,
+                        services=validated.services,
+                        orders_search=(
+                            validated.orders_search.public()
+                            if validated.orders_search
+                            else dict(DISABLED)
+                        ),
+                        _ansible_no_log=True,
+                    )
+                    return result
                 result.update(
                     changed=False,
                     checked=True,
@@ -192,7 +220,6 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     _ansible_no_log=True,
                 )
                 return result
-            checked_services = self._task.args.get("checked_services")
             plan = build_plan(
                 nodes_vars,
                 inventory_dir=inventory_dir,

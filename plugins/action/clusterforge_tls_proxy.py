@@ -124,6 +124,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                     "config_dir",
                     "service_name",
                     "unit_path",
+                    # The package and Debian's unit to mask (roles/_debian_service).
+                    "install",
                     "ca_bundle_path",
                     "urls",
                     "health",

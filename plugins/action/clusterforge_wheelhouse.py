@@ -1,7 +1,8 @@
 """Action plugin: build one service's wheelhouse on the control node, once per key.
 
 Arguments:
-  service: ``user_directory`` or ``order_service`` (clusterforge.plan.services_plan.SERVICES):
+  service: ``user_directory`` or ``order_service`` (the schema's services,
+    clusterforge.schema):
     builds that service's project (``services/userdir``, ``services/orders`` in the
     checkout this plugin belongs to) with the extras its hosts need.
   project_root: another project folder to build instead (tests; the default comes from
@@ -31,8 +32,8 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError
-    from clusterforge.plan.services_plan import SERVICES
     from clusterforge.plan.wheelhouse import build_wheelhouse
+    from clusterforge.schema import load_schema
 
     CLUSTERFORGE_IMPORT_ERROR = None
 except ImportError as error:
@@ -49,12 +50,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         require_library(CLUSTERFORGE_IMPORT_ERROR, AnsibleActionFail)
         result: dict[str, Any] = super().run(tmp, task_vars)
         service = self._task.args.get("service")
-        if service not in SERVICES:
+        services = load_schema().services
+        if service not in services:
             raise AnsibleActionFail(
                 f"clusterforge_wheelhouse: service is {service!r}; set it to one of "
-                f"{', '.join(sorted(SERVICES))}"
+                f"{', '.join(sorted(services))}"
             )
-        definition = SERVICES[service]
+        definition = services[service]
         project_root = Path(
             self._task.args.get("project_root") or definition.project_root(DEFAULT_CHECKOUT)
         )

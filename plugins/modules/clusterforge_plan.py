@@ -112,6 +112,17 @@ options:
         order delivery's real password put in, and the services' settings are not
         validated a second time (C(playbooks/plan.yml) passes it).
     type: dict
+  services_only:
+    description:
+      - Plan the services' part of the plan alone, for a run without C(playbooks/plan.yml)
+        (C(playbooks/services_plan.yml), imported by C(playbooks/services.yml)): the
+        O(validate_only) check, then the passwords the plan puts in (the order
+        delivery's, the services' PostgreSQL ones; read, or generated once) added to
+        O(checked_services).
+      - Its result holds C(services) (no_log) and C(orders_search) (public), which the
+        services' roles copy as they copy the plan's.
+    type: bool
+    default: false
   renew_monitoring:
     description:
       - Issue the monitoring host's certificate again now, whatever its expiry (the plan's

@@ -6,22 +6,19 @@ DOCUMENTATION = r"""
 module: clusterforge_service_settings
 short_description: One host's settings of one service, as the run planned them
 description:
-  - Runs on the control node (no connection to the host). The host's settings come from
-    O(planned) (the plan's C(services) section, C(site.yml)), else from O(checked) (the
-    inventory check's, with the order delivery's real password put in, for C(services.yml)
-    alone); neither is validated again, so a run validates each service host's settings
-    once.
-  - A host that neither holds (the role in a playbook of one's own), or whose
-    C(<service>_database) is not C(sqlite) (the postgresql role's client step sets its
-    URL during the run), is planned here through
-    C(clusterforge.plan.services_plan.plan_services), with its C(<service>_*) variables as
-    the task sees them, templated; it fails, naming every variable at fault, when the
-    service would refuse its settings. Run it before any task that changes the host,
-    with C(any_errors_fatal), so one bad host stops every host.
+  - Runs on the control node (no connection to the host) and copies the host's settings
+    from O(planned), the services' part of this run's plan: the plan's (C(site.yml),
+    C(playbooks/plan.yml)) or C(playbooks/services_plan.yml)'s (C(services.yml) alone:
+    the inventory check's settings with the run's passwords put in). Nothing is planned
+    or validated here, so a run plans and validates each service host's settings once.
+  - A host the plan does not hold (the role in a playbook of one's own, without the
+    inventory check and the plan) is refused, naming C(playbooks/services.yml) and
+    C(playbooks/site.yml). Run it before any task that changes the host, with
+    C(any_errors_fatal), so one such host stops every host.
   - The result is marked no_log because C(content) holds the secrets; a failure's message
     holds none and is shown.
-  - For the order service it also decides delivery into the inventory's cluster exactly
-    as the plan does, so C(playbooks/services.yml) alone writes what C(site.yml) planned.
+  - For the order service it also returns the plan's C(orders_search), the public part
+    of its delivery into the cluster.
 version_added: 1.0.0
 author: clusterforge developers (@clusterforge)
 options:
@@ -35,20 +32,21 @@ options:
       # END GENERATED
     required: true
   planned:
-    description: The plan's C(services) section, C(host -> service -> settings).
-    type: dict
-  checked:
     description:
-      - The C(services) the inventory check of this run returned
-        (C(__clusterforge_checked_services), kept by C(playbooks/check_inventory.yml)).
+      - The services' part of this run's plan, C(services) (C(host -> service ->
+        settings)) and C(orders_search), from C(__clusterforge_plan) or
+        C(__clusterforge_services_plan).
     type: dict
+    required: true
 """
 
 EXAMPLES = r"""
-- name: Take this host's settings from the inventory check
+- name: Copy this host's settings from the run's plan (services.yml alone)
   clusterforge.stack.clusterforge_service_settings:
     service: order_service
-    checked: "{{ __clusterforge_checked_services | default({}) }}"
+    planned:
+      services: "{{ __clusterforge_services_plan.services }}"
+      orders_search: "{{ __clusterforge_services_plan.orders_search }}"
   delegate_to: localhost
   any_errors_fatal: true
   register: __python_service_settings

@@ -51,6 +51,12 @@ files:
   returned: when enabled
   type: list
   elements: dict
+install:
+  description:
+    - Debian's package (C(packages)), its unit to mask first (C(masks)) and the binaries
+      whose presence spares apt (C(binaries), none), for roles/_debian_service.
+  returned: when enabled
+  type: dict
 urls:
   description: Each proxied service's base URL (https).
   returned: when enabled

@@ -292,6 +292,7 @@ def proxy_plan_data(
         "config_dir": plan.config_dir,
         "service_name": plan.service_name,
         "unit_path": f"/etc/systemd/system/{plan.service_name}.service",
+        "install": debian_install(),
         "cert_path": plan.cert_path,
         "key_path": plan.key_path,
         "ca_bundle_path": plan.ca_bundle_path,
@@ -302,6 +303,24 @@ def proxy_plan_data(
             for entry in plan.services
         },
         "alt_names": [name for name in dict.fromkeys(names) if name],
+    }
+
+
+# Debian's nginx.service would start on port 80 of every address as the package
+# installs; the proxy has a unit of its own, so Debian's is masked first (a link to
+# /dev/null, which the package's scripts respect).
+PACKAGE = "nginx"
+DEBIAN_UNIT = "nginx"
+
+
+def debian_install() -> dict[str, list[Any]]:
+    """What roles/tls_proxy installs, in roles/_debian_service's shape (as
+    clusterforge.plan.monitoring.debian_install): the package, Debian's unit to
+    mask first, and no binary to look for, so apt is asked on every run."""
+    return {
+        "packages": [PACKAGE],
+        "masks": [{"path": f"/etc/systemd/system/{DEBIAN_UNIT}.service", "target": "/dev/null"}],
+        "binaries": [],
     }
 
 
