@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from clusterforge.errors import ArtifactError
-from clusterforge.plan.artifacts import fetch_engine, fetch_maven_artifact
-from clusterforge.plan.model import Distribution
-from clusterforge.plan.plugins import SECURITY_PLUGIN_COORDINATES
+from clusterforge.plan.cluster.artifacts import fetch_engine, fetch_maven_artifact
+from clusterforge.plan.cluster.model import Distribution
+from clusterforge.plan.cluster.plugins import SECURITY_PLUGIN_COORDINATES
 
 ENGINE_VERSION = "2.19.4"
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from alertmanager_process import post_alert, running_alertmanager
-from clusterforge.plan.alerting import (
+from clusterforge.plan.monitoring.alerting import (
     alertmanager_config,
     alertmanager_secret_files,
     build_alerting,

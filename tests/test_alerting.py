@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.alert_rules import alert_names, parse_watermark
-from clusterforge.plan.alerting import (
+from clusterforge.plan.monitoring.alert_rules import alert_names, parse_watermark
+from clusterforge.plan.monitoring.alerting import (
     NULL_RECEIVER,
     RULES_FILE_NAME,
     Alerting,

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from clusterforge.errors import ArtifactError
-from clusterforge.plan import artifacts
-from clusterforge.plan.artifacts import fetch_engine
-from clusterforge.plan.model import Distribution
-from clusterforge.plan.plugins import lucene_version_of
+from clusterforge.plan.cluster import artifacts
+from clusterforge.plan.cluster.artifacts import fetch_engine
+from clusterforge.plan.cluster.model import Distribution
+from clusterforge.plan.cluster.plugins import lucene_version_of
 
 VERSION = "2.19.4"
 

@@ -32,11 +32,11 @@ from clusterforge.pki.certificates import (
     load_certificate,
 )
 from clusterforge.pki.issuing import ensure_node_certificate
-from clusterforge.plan.cluster_pki import ensure_cluster_pki, rotate_cluster_ca
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.cluster_pki import ensure_cluster_pki, rotate_cluster_ca
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.render import HOT_RELOAD_SETTING
+from clusterforge.plan.cluster.restarts import plan_rollout, restart_reasons
 from clusterforge.plan.plan import build_plan
-from clusterforge.plan.render import HOT_RELOAD_SETTING
-from clusterforge.plan.restarts import plan_rollout, restart_reasons
 
 PASSPHRASE = "unit-test-passphrase"
 PASSWORDS = {

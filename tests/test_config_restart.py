@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from ansible.plugins.action import ActionBase
 
+from clusterforge.plan.cluster.restarts import restart_reasons, settings_needing_restart
 from clusterforge.plan.plan import build_plan, with_observed
-from clusterforge.plan.restarts import restart_reasons, settings_needing_restart
 from collection_plugins import load_action_using_api
 from test_scale import open_nodes, tls_nodes
 

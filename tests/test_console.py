@@ -13,14 +13,14 @@ import yaml
 
 from clusterforge.errors import ArtifactError, InventoryError
 from clusterforge.lab.dashboards_standin import standin_archive_bytes, write_standin_archive
-from clusterforge.plan.console import (
+from clusterforge.plan.cluster.console import (
     build_consoles,
     console_settings,
     plan_consoles,
     read_console_archive,
     render_console_config,
 )
-from clusterforge.plan.model import Cluster, build_cluster
+from clusterforge.plan.cluster.model import Cluster, build_cluster
 
 PASSWORDS = {
     "admin": "Unit-Admin-77aa",

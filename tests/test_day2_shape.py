@@ -1,7 +1,8 @@
 """The playbooks' shape (issue 33, items 4 and 5), read from the files, and one run.
 
-- The plan names the run's groups once (playbooks/plan.yml, clusterforge.plan.removal.plan_groups);
-  no play outside decommission.yml guards host by host whether a node is absent.
+- The plan names the run's groups once (playbooks/plan.yml,
+  clusterforge.plan.cluster.removal.plan_groups); no play outside decommission.yml guards host by
+  host whether a node is absent.
 - A play on a group that may be missing names its hosts as a list, so a run prints no
   "Could not match supplied host pattern" warning: services.yml runs here against an
   inventory with none of the service groups, and its output holds no such warning (no

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.plan.monitoring import debian_install as monitoring_install
-from clusterforge.plan.tls_proxy import debian_install as proxy_install
+from clusterforge.plan.monitoring.monitoring import debian_install as monitoring_install
+from clusterforge.plan.services.tls_proxy import debian_install as proxy_install
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "roles" / "_debian_service"

@@ -1,6 +1,6 @@
 """The drills' waiting on the lab's webhook receiver (clusterforge.testing.drills), against
 the real receiver (clusterforge.testing.alert_receiver) on loopback, and the lab's
-monitoring variables through the plan's own checks (clusterforge.plan.alerting)."""
+monitoring variables through the plan's own checks (clusterforge.plan.monitoring.alerting)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from clusterforge.lab.monitoring import RECEIVER_NAME, RECEIVER_TOKEN_VARIABLE, group_vars
-from clusterforge.plan.alerting import alertmanager_config, build_alerting
+from clusterforge.plan.monitoring.alerting import alertmanager_config, build_alerting
 from clusterforge.testing import drills
 from clusterforge.testing.alert_receiver import AlertReceiver
 from clusterforge.testing.drills import (

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from clusterforge.durations import FORMS, duration_problem, duration_seconds, whole_seconds
-from clusterforge.plan.alert_rules import _seconds as rule_seconds
-from clusterforge.plan.model_checks import seconds as model_seconds
-from clusterforge.plan.snapshot_schedule import duration_seconds as schedule_seconds
+from clusterforge.plan.cluster.model_checks import seconds as model_seconds
+from clusterforge.plan.monitoring.alert_rules import _seconds as rule_seconds
+from clusterforge.plan.snapshots.snapshot_schedule import duration_seconds as schedule_seconds
 from clusterforge.schema import check_value, load_schema
 
 ROOT = Path(__file__).resolve().parents[1]

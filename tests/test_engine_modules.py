@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cached_artifacts import ENGINE_VERSION, engine_zip
-from clusterforge.plan.engine_modules import (
+from clusterforge.plan.cluster.engine_modules import (
     STANDARD_MODULES,
     EngineModule,
     assembled_archive_name,

@@ -32,7 +32,7 @@ def test_installed_plugins_are_named_by_their_directory_with_the_descriptor_vers
 
 
 def test_the_host_groups_are_named_once_and_the_playbooks_hold_that_list() -> None:
-    """clusterforge.plan.host_groups names the groups the toolkit deploys. The playbooks
+    """clusterforge.plan.cluster.host_groups names the groups the toolkit deploys. The playbooks
     that reach them or run the node exporter on them write the list out (ansible-core
     2.17 and 2.18 template a play's hosts at parse time, so a filter needing the library
     failed their syntax check without it), and this holds every copy equal to the one
@@ -40,7 +40,7 @@ def test_the_host_groups_are_named_once_and_the_playbooks_hold_that_list() -> No
     import re
     from pathlib import Path
 
-    from clusterforge.plan.host_groups import HOST_GROUPS
+    from clusterforge.plan.cluster.host_groups import HOST_GROUPS
 
     host_groups = load_filters().FilterModule().filters()["clusterforge_host_groups"]
     inventory = {"all": [], "ungrouped": [], "opensearch": ["os-1"], "monitoring": ["mon-1"]}

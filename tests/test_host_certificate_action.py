@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from clusterforge.plan.host_certificates import ca_bundle_pem, issuing_ca_for_task
+from clusterforge.plan.cluster.host_certificates import ca_bundle_pem, issuing_ca_for_task
 from collection_plugins import load_plugin
 
 host_certificate = load_plugin("action", "clusterforge_host_certificate")

@@ -1,5 +1,5 @@
 """The code that runs on the hosts (clusterforge.host_runners), as a host gets it: only the
-files the plan ships for one runner (clusterforge.plan.host_runners), written to a fresh
+files the plan ships for one runner (clusterforge.plan.cluster.host_runners), written to a fresh
 directory, run by a separate ``python3 -I`` the way the units run it. No library is
 installed on a host, so the package may import the standard library and itself only."""
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from clusterforge.plan.host_runners import RUNNER_NAMES, entry_path, runner_files
-from clusterforge.plan.lifecycle import RUNNER_DIR as LIFECYCLE_DIR
-from clusterforge.plan.snapshot_schedule import RUNNER_DIR as SNAPSHOTS_DIR
+from clusterforge.plan.cluster.host_runners import RUNNER_NAMES, entry_path, runner_files
+from clusterforge.plan.lifecycle.lifecycle import RUNNER_DIR as LIFECYCLE_DIR
+from clusterforge.plan.snapshots.snapshot_schedule import RUNNER_DIR as SNAPSHOTS_DIR
 from test_lifecycle_runner import FakeEngine, engine  # noqa: F401 - the fixture
 
 # Imports every module of the package from the copy, then names each top-level module

@@ -117,7 +117,7 @@ def _plan_imports(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
             "clusterforge.plan."
         ):
-            found.add(str(node.module).split(".")[2])
+            found.add(str(node.module).split(".")[-1])
     return found
 
 

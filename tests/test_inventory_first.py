@@ -33,8 +33,8 @@ import pytest
 import yaml
 
 from clusterforge.inventory.variables import load_inventory_nodes
-from clusterforge.plan.cluster_pki import ensure_cluster_pki
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.cluster_pki import ensure_cluster_pki
+from clusterforge.plan.cluster.model import build_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 # Beside the interpreter running the tests: the virtualenv's own Ansible.

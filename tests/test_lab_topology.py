@@ -23,8 +23,8 @@ from clusterforge.lab.cluster import (
     lab_placements,
     node_facts,
 )
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.restarts import plan_rollout
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.restarts import plan_rollout
 
 
 def nodes(count: int) -> list[LabNode]:

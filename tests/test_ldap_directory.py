@@ -30,7 +30,7 @@ from clusterforge.lab.directory import (
 )
 from clusterforge.ldap_check import DirectoryCheckError, DirectoryHost, check_bind
 from clusterforge.pki.pki import SubjectFields, ensure_server_certificate, load_or_create_ca
-from clusterforge.plan.ldap import LdapDirectory, config_domains
+from clusterforge.plan.security.ldap import LdapDirectory, config_domains
 
 pytestmark = pytest.mark.skipif(
     shutil.which("slapd", path="/usr/sbin:/usr/bin") is None or shutil.which("ldapsearch") is None,

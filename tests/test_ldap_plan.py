@@ -16,9 +16,9 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.pki import SubjectFields, load_or_create_ca
-from clusterforge.plan.ldap import BIND_PASSWORD_ENV, CA_FILE_NAME, ENV_FILE_NAME
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
 from clusterforge.plan.plan import build_plan
+from clusterforge.plan.security.ldap import BIND_PASSWORD_ENV, CA_FILE_NAME, ENV_FILE_NAME
 
 PASSWORDS = {
     "admin": "Unit-Admin-3f9a",

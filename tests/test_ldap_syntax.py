@@ -1,11 +1,11 @@
-"""LDAP's string forms as a directory reads them (clusterforge.plan.ldap_syntax): the
+"""LDAP's string forms as a directory reads them (clusterforge.plan.security.ldap_syntax): the
 inventory check refuses a DN or a filter the directory would refuse at the first login."""
 
 from __future__ import annotations
 
 import pytest
 
-from clusterforge.plan.ldap_syntax import dn_problem, filter_problem
+from clusterforge.plan.security.ldap_syntax import dn_problem, filter_problem
 
 GOOD_DNS = [
     "ou=people,dc=example,dc=internal",

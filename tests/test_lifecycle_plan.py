@@ -1,4 +1,4 @@
-"""The index lifecycle, the plan's side (clusterforge.plan.lifecycle): the inventory check
+"""The index lifecycle, the plan's side (clusterforge.plan.lifecycle.lifecycle): the inventory check
 of opensearch_lifecycle_policies before any host is contacted (every problem at once, each
 naming its path and the fix), the numbers the runner gets, the lifecycle user's least
 privilege, and what each eligible node gets (units confined below 5.0)."""
@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.lifecycle import (
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.lifecycle.lifecycle import (
     LIFECYCLE_ROLE,
     LIFECYCLE_USER,
     VARIABLE,
@@ -23,7 +24,6 @@ from clusterforge.plan.lifecycle import (
     plan_lifecycle,
     size_bytes,
 )
-from clusterforge.plan.model import build_cluster
 from clusterforge.plan.plan import build_plan
 from clusterforge.plan.validation import validate_inventory
 

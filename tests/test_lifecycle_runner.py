@@ -34,7 +34,7 @@ from clusterforge.host_runners.lifecycle import (
     metric_text,
     policy_gauges,
 )
-from clusterforge.plan.lifecycle import check_policies
+from clusterforge.plan.lifecycle.lifecycle import check_policies
 
 NOW = 1_800_000_000.0
 MB = 1024**2

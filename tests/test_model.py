@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.model_checks import heap_megabytes
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.model_checks import heap_megabytes
 
 
 def three_nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -29,12 +29,12 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import clusterforge.inventory.variables as inventory_variables
-import clusterforge.plan.host_certificates as host_certificates
-import clusterforge.plan.host_variables as host_variables
-import clusterforge.plan.monitoring_host as monitoring_host
+import clusterforge.plan.cluster.host_certificates as host_certificates
+import clusterforge.plan.cluster.host_variables as host_variables
+import clusterforge.plan.monitoring.monitoring_host as monitoring_host
 from clusterforge.pki.hashing import verify_password
-from clusterforge.plan.host_variables import TaskHosts, model_vars
-from clusterforge.plan.monitoring import monitoring_hosts_vars
+from clusterforge.plan.cluster.host_variables import TaskHosts, model_vars
+from clusterforge.plan.monitoring.monitoring import monitoring_hosts_vars
 from clusterforge.plan.plan import build_plan
 from collection_plugins import load_plugin
 

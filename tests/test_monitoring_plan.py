@@ -23,9 +23,9 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.hashing import verify_password
-from clusterforge.plan.alerting import build_alerting
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.monitoring import (
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.monitoring.alerting import build_alerting
+from clusterforge.plan.monitoring.monitoring import (
     BINARIES,
     CONFIG_DIR,
     DEBIAN_UNITS,
@@ -38,9 +38,9 @@ from clusterforge.plan.monitoring import (
     plan_monitoring,
     plan_monitoring_user,
 )
-from clusterforge.plan.monitoring_inputs import more_than_one_host
+from clusterforge.plan.monitoring.monitoring_inputs import more_than_one_host
 from clusterforge.plan.plan import build_plan
-from clusterforge.plan.tls_profile import TlsProfile, default_profile
+from clusterforge.plan.security.tls_profile import TlsProfile, default_profile
 from clusterforge.schema import undeclared_variable
 
 PASSWORDS = {
@@ -335,7 +335,7 @@ def test_a_host_may_name_where_its_node_exporter_listens(tmp_path: Path) -> None
     """monitoring_node_exporter_address wins over ansible_host, which a container's
     connection may hold as the container's name (the tls molecule scenario)."""
     from clusterforge.inventory.variables import TaskHosts
-    from clusterforge.plan.monitoring import read_monitoring_inputs
+    from clusterforge.plan.monitoring.monitoring import read_monitoring_inputs
 
     hostvars: dict[str, dict[str, Any]] = {name: dict(v) for name, v in nodes(tmp_path)}
     hostvars["os-2"].update(
@@ -373,7 +373,7 @@ def test_a_node_being_removed_leaves_the_scrape_targets_in_that_run(tmp_path: Pa
     """opensearch_node_state: absent takes the node's exporter out of prometheus.yml in the
     run that removes the node; it stayed a target, down, until a later run (issue 51)."""
     from clusterforge.inventory.variables import TaskHosts
-    from clusterforge.plan.monitoring import read_monitoring_inputs
+    from clusterforge.plan.monitoring.monitoring import read_monitoring_inputs
 
     hostvars: dict[str, dict[str, Any]] = {name: dict(v) for name, v in nodes(tmp_path)}
     hostvars["os-4"] = {**hostvars["os-3"], "ansible_host": "127.0.0.74"}
@@ -404,7 +404,7 @@ def test_a_node_being_removed_leaves_the_scrape_targets_in_that_run(tmp_path: Pa
 def test_the_units_give_prometheus_and_alertmanager_the_inventorys_url() -> None:
     """Notifications link to the URL the inventory gives (--web.external-url), not to the
     machine's host name; a listener on every address is reached at the host's address."""
-    from clusterforge.plan.monitoring import MonitoringSettings, render_unit
+    from clusterforge.plan.monitoring.monitoring import MonitoringSettings, render_unit
 
     settings = MonitoringSettings.of(
         "mon-1",
@@ -421,8 +421,8 @@ def test_no_snapshot_age_alert_without_a_schedule_or_a_given_age() -> None:
     """A repository and no schedule: nothing takes snapshots, so their age is no alert
     (a fresh lab fired OpenSearchSnapshotTooOld 13 minutes after scripts/up, issue 51).
     A schedule, or an age given, brings the alert."""
-    from clusterforge.plan.alert_rules import alert_rules
-    from clusterforge.plan.alerting import build_alerting
+    from clusterforge.plan.monitoring.alert_rules import alert_rules
+    from clusterforge.plan.monitoring.alerting import build_alerting
 
     def rules(variables: dict[str, Any], allows: int | None) -> str:
         return alert_rules(build_alerting(variables, snapshot_schedule_allows=allows), 3)
@@ -440,8 +440,8 @@ def test_the_snapshot_age_alert_follows_the_declared_schedule_as_status_does(
     scripts/status judges by (two periods and a minute), unless an age is given; removing
     the schedule removes the alert (issue 51: the lab's fixed 10m outlived its schedule,
     and the alert fired on a lab whose schedule had been removed)."""
-    from clusterforge.plan.alert_rules import alert_rules
-    from clusterforge.plan.monitoring_inputs import build_host_alerting
+    from clusterforge.plan.monitoring.alert_rules import alert_rules
+    from clusterforge.plan.monitoring.monitoring_inputs import build_host_alerting
 
     def rules(schedule: str | None, monitoring_vars: dict[str, Any]) -> str:
         hosts = nodes(tmp_path)
@@ -464,7 +464,7 @@ def test_the_snapshot_age_alert_follows_the_declared_schedule_as_status_does(
 
 def test_the_tls_lab_schedules_snapshots() -> None:
     from clusterforge.lab.lab_inventory import lab_snapshot_vars
-    from clusterforge.plan.snapshot_schedule import declared_schedule
+    from clusterforge.plan.snapshots.snapshot_schedule import declared_schedule
 
     assert lab_snapshot_vars("open") == {}
     schedule = declared_schedule(lab_snapshot_vars("tls"))

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from clusterforge.pki.hashing import hash_password
-from clusterforge.plan.monitoring import render_web_config
-from clusterforge.plan.tls_profile import TlsProfile
+from clusterforge.plan.monitoring.monitoring import render_web_config
+from clusterforge.plan.security.tls_profile import TlsProfile
 from clusterforge.schema import load_schema
 
 PROMETHEUS = shutil.which("prometheus")

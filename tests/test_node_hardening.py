@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.render import render_node_files, render_template
 from clusterforge.plan.plan import build_plan
-from clusterforge.plan.render import render_node_files, render_template
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORDS = {

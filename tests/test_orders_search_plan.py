@@ -21,7 +21,8 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.hashing import verify_password
-from clusterforge.plan.orders_search import (
+from clusterforge.plan.plan import build_plan, host_files
+from clusterforge.plan.services.orders_search import (
     READER_ROLE,
     WRITER_ROLE,
     generated_password_path,
@@ -29,8 +30,7 @@ from clusterforge.plan.orders_search import (
     plan_orders_search,
     read_or_generate_password,
 )
-from clusterforge.plan.plan import build_plan, host_files
-from clusterforge.plan.services_plan import (
+from clusterforge.plan.services.services_plan import (
     DEFAULT_PROJECT_ROOT,
     plan_services,
     service_hosts_variables,
@@ -219,8 +219,8 @@ def test_no_public_part_holds_the_password(tls_inventory: Path, tls_plan: dict[s
 def test_the_settings_files_content_has_the_password_and_the_service_accepts_it(
     tls_inventory: Path,
 ) -> None:
-    from clusterforge.plan.model import build_cluster
-    from clusterforge.plan.orders_search import plan_for_cluster
+    from clusterforge.plan.cluster.model import build_cluster
+    from clusterforge.plan.services.orders_search import plan_for_cluster
 
     hosts = service_hosts_variables("order_service", [("apps-1", {})])
     search = plan_for_cluster(
@@ -364,7 +364,8 @@ def test_the_index_template_types_the_five_fields() -> None:
     assert properties["productName"]["fields"]["keyword"]["type"] == "keyword"
     assert properties["orderId"] == {"type": "keyword"}
     assert properties["userId"] == {"type": "keyword"}
-    # In cents: every engine source carries mapper-extras (clusterforge.plan.engine_modules).
+    # In cents: every engine source carries mapper-extras
+    # (clusterforge.plan.cluster.engine_modules).
     assert properties["amount"] == {"type": "scaled_float", "scaling_factor": 100}
     assert properties["createTime"]["type"] == "date"
     assert mappings["dynamic"] == "strict"

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.plan.orders_search import OrdersSearch, index_template
+from clusterforge.plan.services.orders_search import OrdersSearch, index_template
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"

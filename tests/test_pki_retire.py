@@ -20,8 +20,8 @@ from clusterforge.pki.authority import load_or_create_ca
 from clusterforge.pki.ca_rotation import CA_RETIRED_DIR, retire_node_certificates
 from clusterforge.pki.certificates import SubjectFields, load_certificate
 from clusterforge.pki.issuing import ensure_node_certificate
-from clusterforge.plan.cluster_pki import ensure_cluster_pki
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.cluster_pki import ensure_cluster_pki
+from clusterforge.plan.cluster.model import build_cluster
 
 PASSPHRASE = "unit-test-passphrase"
 PASSWORDS = {

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.restarts import (
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.restarts import (
     DowngradeRefusedError,
     memory_megabytes,
     plan_rollout,

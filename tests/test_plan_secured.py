@@ -12,8 +12,8 @@ import yaml
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.hashing import verify_password
+from clusterforge.plan.cluster.model import build_cluster
 from clusterforge.plan.cluster_security import SECURITY_FILES_OMITTED, render_cluster_security
-from clusterforge.plan.model import build_cluster
 from clusterforge.plan.plan import PLAN_SECTIONS, build_plan, with_observed
 from nodes_dn_matcher import admits
 
@@ -243,7 +243,7 @@ def test_a_hash_file_from_before_the_check_records_is_reused(tmp_path: Path) -> 
 
 
 def test_the_plan_keys_its_check_records_with_the_ca_key(tmp_path: Path) -> None:
-    from clusterforge.plan.cluster_pki import ensure_cluster_pki
+    from clusterforge.plan.cluster.cluster_pki import ensure_cluster_pki
 
     nodes = secured_nodes(tmp_path)
     build_plan(nodes, fetch=False)
@@ -258,7 +258,7 @@ def test_the_plan_keys_its_check_records_with_the_ca_key(tmp_path: Path) -> None
 
 
 def test_the_default_pki_dir_is_hidden_from_ansibles_inventory_loader(tmp_path: Path) -> None:
-    from clusterforge.plan.cluster_pki import resolve_pki_dir
+    from clusterforge.plan.cluster.cluster_pki import resolve_pki_dir
 
     nodes = secured_nodes(tmp_path, opensearch_pki_dir="")
     assert resolve_pki_dir(build_cluster(nodes), Path("/inventory")) == Path("/inventory/.pki")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clusterforge.errors import ArtifactError
-from clusterforge.plan.plugins import check_plugin, read_descriptor
+from clusterforge.plan.cluster.plugins import check_plugin, read_descriptor
 
 
 def plugin_zip(tmp_path: Path, descriptor: str, *, nested: bool = False) -> Path:
@@ -71,7 +71,7 @@ def entry(name: str, version: str, state: str = "present") -> dict[str, str]:
 
 
 def test_matching_plugins_are_left_alone() -> None:
-    from clusterforge.plan.plugins import plan_plugin_changes
+    from clusterforge.plan.cluster.plugins import plan_plugin_changes
 
     changes = plan_plugin_changes(
         [entry("analysis-smartcn", "2.19.4")], {"analysis-smartcn": "2.19.4"}
@@ -80,7 +80,7 @@ def test_matching_plugins_are_left_alone() -> None:
 
 
 def test_missing_other_version_and_absent_plugins() -> None:
-    from clusterforge.plan.plugins import plan_plugin_changes
+    from clusterforge.plan.cluster.plugins import plan_plugin_changes
 
     wanted = [entry("a", "2.19.4"), entry("b", "2.19.4"), {"name": "c", "state": "absent"}]
     installed = {"b": "2.19.3", "c": "1.0", "opensearch-security": "2.19.4.0", "d": "1"}

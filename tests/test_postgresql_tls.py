@@ -1,6 +1,6 @@
 """roles/postgresql's TLS (issue 39): the server's settings and pg_hba.conf as the role's
 templates render them. The TLS settings come from the cluster's one TLS profile (issue
-51; clusterforge.plan.services_database.server_tls), and a real PostgreSQL started with
+51; clusterforge.plan.services.services_database.server_tls), and a real PostgreSQL started with
 the rendered settings offers that profile and nothing else. The deployed server is tested
 in the services molecule scenario."""
 
@@ -22,8 +22,12 @@ import jinja2
 import pytest
 import yaml
 
-from clusterforge.plan.services_database import database_server, plan_database_url, server_tls
-from clusterforge.plan.tls_profile import default_profile
+from clusterforge.plan.security.tls_profile import default_profile
+from clusterforge.plan.services.services_database import (
+    database_server,
+    plan_database_url,
+    server_tls,
+)
 from clusterforge.plan.validation import validate_inventory
 from test_lifecycle_plan import nodes
 from test_lifecycle_runner import _certificate
@@ -134,7 +138,7 @@ def test_pg_hba_admits_the_services_over_tls_only() -> None:
 
 
 def test_the_services_database_url_verifies_the_server(tmp_path: Path) -> None:
-    """The URL the plan builds (clusterforge.plan.services_database) asks for verify-full
+    """The URL the plan builds (clusterforge.plan.services.services_database) asks for verify-full
     against the bundle client_url.yml has the service's role place on the host."""
     server = database_server(
         [("db-1", {"postgresql_listen_addresses": ["fd00::5"], "postgresql_port": 5432})],

@@ -6,9 +6,9 @@ from typing import Any
 
 import yaml
 
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.render import render_node_files
 from clusterforge.plan.plan import build_plan
-from clusterforge.plan.render import render_node_files
 
 
 def nodes(**overrides: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterforge.plan.console import console_defaults
-from clusterforge.plan.model import cluster_defaults
+from clusterforge.plan.cluster.console import console_defaults
+from clusterforge.plan.cluster.model import cluster_defaults
 from clusterforge.schema import (
     BEGIN_MARKER,
     END_MARKER,
@@ -99,7 +99,7 @@ def test_the_library_defaults_come_from_the_schema() -> None:
 
 
 def test_every_list_of_the_services_is_the_schemas() -> None:
-    from clusterforge.plan.services_plan import SERVICES
+    from clusterforge.plan.services.services_plan import SERVICES
     from clusterforge.status.target import SERVICE_HEALTH_PATHS
 
     names = list(SCHEMA.services)

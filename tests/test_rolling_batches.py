@@ -1,5 +1,5 @@
 """Zone mode in the one rolling mechanism: which of the plan's batches restart
-(clusterforge.plan.restarts.rolling_batches), the plan action deciding the restarts from the
+(clusterforge.plan.cluster.restarts.rolling_batches), the plan action deciding the restarts from the
 run's recorded changes (clusterforge_plan with changes:, clusterforge.plan.plan.
 with_restarts), and playbooks/rolling.yml cutting its hosts into exactly those batches, one
 serial step each (a preview on local hosts: no node runs, nothing restarts). Node mode
@@ -20,9 +20,9 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.restarts import plan_rollout, restart_reasons, rolling_batches
 from clusterforge.plan.plan import with_restarts
-from clusterforge.plan.restarts import plan_rollout, restart_reasons, rolling_batches
 from collection_plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]

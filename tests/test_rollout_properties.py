@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterforge.plan.rollout import (
+from clusterforge.plan.cluster.rollout import (
     BatchKind,
     Operation,
     Rollout,

@@ -13,9 +13,9 @@ import yaml
 from clusterforge.cli import main
 from clusterforge.errors import InventoryError
 from clusterforge.inventory.variables import load_inventory_nodes
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.render import opensearch_settings
-from clusterforge.plan.restarts import plan_rollout
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.render import opensearch_settings
+from clusterforge.plan.cluster.restarts import plan_rollout
 
 EXAMPLE_ZONES = Path(__file__).resolve().parents[1] / "inventories" / "example-zones"
 MANAGER = ["cluster_manager"]

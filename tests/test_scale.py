@@ -14,11 +14,11 @@ import yaml
 from clusterforge.errors import InventoryError
 from clusterforge.lab.__main__ import node_count
 from clusterforge.pki.certificates import SubjectFields
-from clusterforge.plan.cluster_pki import nodes_dn_pattern
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.cluster_pki import nodes_dn_pattern
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.removal import RemovalRefusedError, plan_groups, plan_removal
+from clusterforge.plan.cluster.restarts import restart_reasons, settings_needing_restart
 from clusterforge.plan.plan import build_plan
-from clusterforge.plan.removal import RemovalRefusedError, plan_groups, plan_removal
-from clusterforge.plan.restarts import restart_reasons, settings_needing_restart
 from nodes_dn_matcher import admits
 
 PASSWORDS = {

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
 from clusterforge.schema import check_value, load_schema, unknown_variable
 
 PASSWORDS = {

@@ -21,8 +21,8 @@ from ansible.module_utils.parsing.convert_bool import boolean as ansible_boolean
 from clusterforge.cli import main
 from clusterforge.errors import InventoryError
 from clusterforge.inventory.variables import read_inventory
+from clusterforge.plan.cluster.model import build_cluster
 from clusterforge.plan.cluster_config import plan_cluster_config
-from clusterforge.plan.model import build_cluster
 from clusterforge.plan.plan import build_plan
 from clusterforge.schema import (
     BOOLEANS_FALSE,
@@ -215,7 +215,7 @@ def test_an_extra_var_true_prunes_as_the_json_form_does(
 def test_a_service_boolean_is_read_as_ansible_reads_it_by_the_services_model() -> None:
     # The services' own settings models read service-scoped booleans; their reading
     # matches Ansible's (and the schema's).
-    from clusterforge.plan.services_plan import plan_services
+    from clusterforge.plan.services.services_plan import plan_services
 
     for given, expected in (("true", True), ("Off", False), ("1", True)):
         # Reached on loopback alone, so no token is needed (the point here is the flag).

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from clusterforge.inventory.variables import load_inventory_nodes
-from clusterforge.plan.console import build_consoles
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.console import build_consoles
+from clusterforge.plan.cluster.model import build_cluster
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "inventories" / "example"
 EXAMPLE_VAULT_PASSWORD = EXAMPLE / "EXAMPLE-ONLY-vault-password.txt"

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.services_plan import SECRET_MARK, plan_services, role_defaults
+from clusterforge.plan.services.services_plan import SECRET_MARK, plan_services, role_defaults
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 TOKEN = "t0ken-of-the-test-0123456789"
@@ -409,7 +409,7 @@ def _plan_without(blocked: tuple[str, ...]) -> str:
 
         sys.meta_path.insert(0, Refuse())
         from clusterforge.errors import ClusterforgeError, InventoryError
-        from clusterforge.plan.services_plan import plan_services
+        from clusterforge.plan.services.services_plan import plan_services
 
         groups = {{"user_directory": ["a"], "order_service": ["a"]}}
         on_loopback = {{"tls_proxy_listen_address": "127.0.0.1"}}

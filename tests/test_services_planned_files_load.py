@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clusterforge.plan.services_plan import plan_services
+from clusterforge.plan.services.services_plan import plan_services
 
 TOKEN = "planned-file-token-0123456789abcdef"
 

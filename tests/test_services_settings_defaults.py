@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clusterforge.plan.services_plan import settings_module
+from clusterforge.plan.services.services_plan import settings_module
 from clusterforge.schema import Variable, load_schema
 
 SCHEMA = load_schema()

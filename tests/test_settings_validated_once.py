@@ -35,8 +35,8 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.orders_search import NOT_GENERATED
 from clusterforge.plan.plan import build_plan
+from clusterforge.plan.services.orders_search import NOT_GENERATED
 from clusterforge.plan.validation import validate_inventory
 from test_orders_search_plan import LOOPBACK_PROXY, cluster_nodes
 

@@ -1,4 +1,4 @@
-"""Scheduled snapshots, the plan's side (clusterforge.plan.snapshot_schedule): the
+"""Scheduled snapshots, the plan's side (clusterforge.plan.snapshots.snapshot_schedule): the
 OnCalendar check on the control node, the retention variables, the refusals, the snapshot
 user, and what each node gets (units confined below 5.0, its own URL first)."""
 
@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
 from clusterforge.plan.plan import build_plan
-from clusterforge.plan.snapshot_schedule import (
+from clusterforge.plan.snapshots.snapshot_schedule import (
     SNAPSHOT_ROLE,
     SNAPSHOT_USER,
     CalendarError,
@@ -27,7 +27,7 @@ from clusterforge.plan.snapshot_schedule import (
     parse_calendar_output,
     period_of,
 )
-from clusterforge.plan.snapshots import plan_snapshots
+from clusterforge.plan.snapshots.snapshots import plan_snapshots
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 needs_systemd = pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="needs systemd-analyze")

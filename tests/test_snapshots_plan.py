@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
+from clusterforge.plan.cluster.model import build_cluster
 from clusterforge.plan.plan import build_plan, with_restore, with_restore_snapshot
-from clusterforge.plan.snapshots import (
+from clusterforge.plan.snapshots.snapshots import (
     DIGEST_PREFIX,
     SM_PLUGINS,
     plan_restore,

@@ -14,7 +14,7 @@ import bcrypt
 import pytest
 
 from alertmanager_process import post_alert, running_alertmanager
-from clusterforge.plan.alerting import alertmanager_config, build_alerting
+from clusterforge.plan.monitoring.alerting import alertmanager_config, build_alerting
 from clusterforge.status import command as status
 from clusterforge.status.alerts import (
     AlertSource,

@@ -132,7 +132,7 @@ def test_the_declared_schedule_wins_over_the_snapshots_metadata() -> None:
 
 
 def test_declared_schedule_from_the_inventorys_variables() -> None:
-    from clusterforge.plan.snapshot_schedule import declared_schedule
+    from clusterforge.plan.snapshots.snapshot_schedule import declared_schedule
 
     assert declared_schedule({}) is None
     assert declared_schedule({"opensearch_snapshot_schedule": ""}) is None

@@ -24,8 +24,8 @@ import pytest
 
 from clusterforge.lab.directory import LAB_PEOPLE, DirectoryFiles, slapd_argv, write_directory
 from clusterforge.pki.pki import SubjectFields, ensure_server_certificate, load_or_create_ca
-from clusterforge.plan.monitoring import render_web_config
-from clusterforge.plan.tls_profile import default_profile
+from clusterforge.plan.monitoring.monitoring import render_web_config
+from clusterforge.plan.security.tls_profile import default_profile
 from clusterforge.testing.tls_grade import Grade, Port, grade_all, judge
 
 ADDRESS = "127.0.0.1"

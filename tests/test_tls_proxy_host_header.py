@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.plan.host_certificates import ensure_host_certificate, issuing_ca_without_cluster
-from clusterforge.plan.tls_proxy import plan_tls_proxy, render_nginx_conf
+from clusterforge.plan.cluster.host_certificates import (
+    ensure_host_certificate,
+    issuing_ca_without_cluster,
+)
+from clusterforge.plan.services.tls_proxy import plan_tls_proxy, render_nginx_conf
 from clusterforge.schema import load_schema
 
 SCHEMA = load_schema()

@@ -1,6 +1,6 @@
 """The services' TLS proxy as the plan decides it: binds, ports, edges, TLS profile, and
-the host certificates the cluster's CA issues for it (clusterforge.plan.tls_proxy,
-clusterforge.plan.host_certificates). nginx itself is tested in the services and tls
+the host certificates the cluster's CA issues for it (clusterforge.plan.services.tls_proxy,
+clusterforge.plan.cluster.host_certificates). nginx itself is tested in the services and tls
 molecule scenarios; here, `nginx -t` checks the rendered file where nginx is installed."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from clusterforge.errors import ClusterforgeError, InventoryError
 from clusterforge.pki.certificates import PkiError, SubjectFields
-from clusterforge.plan.cluster_pki import nodes_dn_pattern
-from clusterforge.plan.host_certificates import (
+from clusterforge.plan.cluster.cluster_pki import nodes_dn_pattern
+from clusterforge.plan.cluster.host_certificates import (
     HostCertificate,
     ensure_host_certificate,
     issuing_ca_without_cluster,
     own_host_certificate,
 )
-from clusterforge.plan.services_plan import plan_services
-from clusterforge.plan.tls_proxy import plan_tls_proxy, render_nginx_conf, render_unit
+from clusterforge.plan.services.services_plan import plan_services
+from clusterforge.plan.services.tls_proxy import plan_tls_proxy, render_nginx_conf, render_unit
 from clusterforge.schema import load_schema
 
 SCHEMA = load_schema()
@@ -292,7 +292,7 @@ def test_the_inventory_check_plans_the_proxy_the_role_copies(
     from ansible.errors import AnsibleActionFail
     from ansible.plugins.action import ActionBase
 
-    from clusterforge.plan.tls_proxy import planned_files
+    from clusterforge.plan.services.tls_proxy import planned_files
     from clusterforge.plan.validation import validate_inventory
     from collection_plugins import load_plugin
 

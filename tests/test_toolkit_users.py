@@ -1,6 +1,6 @@
 """The toolkit's own users' generated passwords (issue 51: three copies of one shape):
 the order service's writer, the monitoring's exporter, the snapshots' and the lifecycle's
-runners all keep theirs where clusterforge.plan.toolkit_users says, written by its one
+runners all keep theirs where clusterforge.plan.security.toolkit_users says, written by its one
 helper, and an unusable file is refused naming the variable that could hold it instead."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.monitoring_user import plan_monitoring_user
-from clusterforge.plan.orders_search import read_or_generate_password
-from clusterforge.plan.toolkit_users import generated_password, generated_password_path
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.monitoring.monitoring_user import plan_monitoring_user
+from clusterforge.plan.security.toolkit_users import generated_password, generated_password_path
+from clusterforge.plan.services.orders_search import read_or_generate_password
 
 PLAN = Path(__file__).resolve().parents[1] / "src" / "clusterforge" / "plan"
 NODE = {
@@ -33,7 +33,7 @@ def test_only_toolkit_users_generates_a_toolkit_users_password() -> None:
     own shape (services_database's login roles are PostgreSQL's, the web password is
     the monitoring's, not a cluster user's)."""
     callers = []
-    for path in sorted(PLAN.glob("*.py")):
+    for path in sorted(PLAN.rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "read_or_generate":

@@ -11,8 +11,8 @@ import pytest
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.certificates import CA_PASSPHRASE_ENV
-from clusterforge.plan.orders_search import generated_password_path
 from clusterforge.plan.plan import build_plan
+from clusterforge.plan.services.orders_search import generated_password_path
 from clusterforge.plan.validation import REVIEW_WARNING_SUFFIX, validate_inventory
 
 PASSWORDS = {

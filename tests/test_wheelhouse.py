@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.plan.wheelhouse import (
+from clusterforge.plan.services.wheelhouse import (
     MANIFEST_NAME,
     WheelhouseError,
     build_wheelhouse,

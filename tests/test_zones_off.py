@@ -1,6 +1,7 @@
 """Turning a cluster's zones off (issue 41, item 6): allocation awareness pauses until
 every node runs without them, and the lab steps a shrink down in runs that each keep the
-quorum. The decisions are clusterforge.plan.rollout's, pure; the plan and the lab use them."""
+quorum. The decisions are clusterforge.plan.cluster.rollout's, pure; the plan and the lab use
+them."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterforge.lab.cluster import shrink_steps
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.removal import plan_removal
-from clusterforge.plan.restarts import plan_rollout
-from clusterforge.plan.rollout import (
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.removal import plan_removal
+from clusterforge.plan.cluster.restarts import plan_rollout
+from clusterforge.plan.cluster.rollout import (
     AWARENESS_SETTING,
     awareness_pause,
     scale_in_steps,

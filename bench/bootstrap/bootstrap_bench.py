@@ -40,10 +40,10 @@ from benchlib import (
 
 from clusterforge.inventory.variables import load_inventory_nodes
 from clusterforge.lab.cluster import Lab, LabNode, choose_network
-from clusterforge.plan.artifacts import fetch_engine
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.plugins import fetch_plugin, fetch_security_plugin
-from clusterforge.plan.render import render_node_files
+from clusterforge.plan.cluster.artifacts import fetch_engine
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.plugins import fetch_plugin, fetch_security_plugin
+from clusterforge.plan.cluster.render import render_node_files
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_DIR = REPO / "inventories" / "lab"

@@ -47,7 +47,7 @@ from pathlib import Path
 from benchlib import REPO, load_average, wait_until_quiet, write_section
 
 from clusterforge.lab.cluster import CONTAINER_PREFIX
-from clusterforge.plan.monitoring import UNITS
+from clusterforge.plan.monitoring.monitoring import UNITS
 
 LAB_DIR = REPO / "inventories" / "lab"
 HEADING = "## rerun with and without monitoring (bench/rerun --monitoring-ab)"

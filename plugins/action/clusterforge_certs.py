@@ -31,13 +31,13 @@ CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError
     from clusterforge.inventory.variables import TaskHosts, build_model
-    from clusterforge.plan.cluster_pki import (
+    from clusterforge.plan.cluster.cluster_pki import (
         ca_passphrase,
         ensure_cluster_pki,
         resolve_pki_dir,
         rotate_cluster_ca,
     )
-    from clusterforge.plan.model import plain_data
+    from clusterforge.plan.cluster.model import plain_data
     from clusterforge.status.probe import served_certificate
 
     CLUSTERFORGE_IMPORT_ERROR = None

@@ -1,8 +1,8 @@
 """Action plugin: a server certificate for a host beside the cluster, from the toolkit's PKI.
 
 Runs on the control node (delegate it to localhost) through
-:mod:`clusterforge.plan.host_certificates`: the CA is resolved from the inventory as the
-task sees it (:func:`~clusterforge.plan.host_certificates.issuing_ca_for_task`, the same
+:mod:`clusterforge.plan.cluster.host_certificates`: the CA is resolved from the inventory as the
+task sees it (:func:`~clusterforge.plan.cluster.host_certificates.issuing_ca_for_task`, the same
 one the TLS proxy's action uses: the cluster's, or the inventory's own ``.pki`` when there
 is no ``opensearch`` group), then the task host's certificate for ``purpose`` is issued or
 reused. Returns ``certificate_pem``, ``key_pem``, ``ca_bundle_pem``, ``serial``,
@@ -32,7 +32,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError
-    from clusterforge.plan.host_certificates import (
+    from clusterforge.plan.cluster.host_certificates import (
         PURPOSES,
         ca_bundle_pem,
         ensure_host_certificate,

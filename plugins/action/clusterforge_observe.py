@@ -32,7 +32,8 @@ Arguments:
     their node ids), the replica settings and the voting configuration the plan judges a
     removal by.
 
-Returns ``observed`` in the shape clusterforge.plan.restarts.plan_rollout and plan_removal read.
+Returns ``observed`` in the shape clusterforge.plan.cluster.restarts.plan_rollout and plan_removal
+read.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 # library need not be installed; a run without it fails with the fix (require_library).
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
-    from clusterforge.plan.restarts import memory_megabytes
+    from clusterforge.plan.cluster.restarts import memory_megabytes
 
     CLUSTERFORGE_IMPORT_ERROR = None
 except ImportError as error:
@@ -63,13 +64,14 @@ REPLICAS_PATH = (
     "?flat_settings=true&expand_wildcards=all"
 )
 # The committed voting configuration (node ids) and the voting exclusions: a node demoted
-# by the run that began a removal still votes here (clusterforge.plan.removal.counted_managers).
+# by the run that began a removal still votes here
+# (clusterforge.plan.cluster.removal.counted_managers).
 VOTING_PATH = (
     "/_cluster/state/metadata?filter_path=metadata.cluster_coordination.last_committed_config,"
     "metadata.cluster_coordination.voting_config_exclusions"
 )
 # The persistent settings, for the allocation exclusion a removal's drain sets: a removal
-# an earlier run began is finished rather than judged again (clusterforge.plan.removal).
+# an earlier run began is finished rather than judged again (clusterforge.plan.cluster.removal).
 SETTINGS_PATH = "/_cluster/settings?flat_settings=true&filter_path=persistent"
 READ_TIMEOUT_S = 10
 MEMINFO_PATH = "/proc/meminfo"

@@ -83,9 +83,8 @@ try:
         service_addresses,
         services_vars,
     )
-    from clusterforge.plan.model import plain_data
-    from clusterforge.plan.monitoring import monitoring_hosts_vars
-    from clusterforge.plan.orders_search import DISABLED
+    from clusterforge.plan.cluster.model import plain_data
+    from clusterforge.plan.monitoring.monitoring import monitoring_hosts_vars
     from clusterforge.plan.plan import (
         build_plan,
         with_observed,
@@ -93,7 +92,8 @@ try:
         with_restore,
         with_restore_snapshot,
     )
-    from clusterforge.plan.services_plan import SERVICES
+    from clusterforge.plan.services.orders_search import DISABLED
+    from clusterforge.plan.services.services_plan import SERVICES
     from clusterforge.plan.validation import validate_inventory
 
     CLUSTERFORGE_IMPORT_ERROR = None

@@ -37,7 +37,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 # library need not be installed; a run without it fails with the fix (require_library).
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
-    from clusterforge.plan.model import plain_data
+    from clusterforge.plan.cluster.model import plain_data
     from clusterforge.schema import load_schema
 
     CLUSTERFORGE_IMPORT_ERROR = None

@@ -2,11 +2,11 @@
 the host's certificate.
 
 Runs on the control node (no connection to the host). The proxy is planned once, by the
-inventory check (:func:`clusterforge.plan.tls_proxy.plan_tls_proxies`, through
+inventory check (:func:`clusterforge.plan.services.tls_proxy.plan_tls_proxies`, through
 playbooks/check_inventory.yml, which keeps every host's as
 ``__clusterforge_checked_tls_proxies``): its port clashes, binds and suites were refused
 there, before any host was contacted. This action copies the host's entry and adds its
-certificate, through :mod:`clusterforge.plan.host_certificates`: issued or reused by the
+certificate, through :mod:`clusterforge.plan.cluster.host_certificates`: issued or reused by the
 cluster's CA (an inventory with services only gets a CA of its own in
 ``<inventory dir>/.pki``), or the user's own (``tls_proxy_cert_path``,
 ``tls_proxy_key_path``), checked against the names the plan gives it. Returns
@@ -36,7 +36,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError
-    from clusterforge.plan.host_certificates import (
+    from clusterforge.plan.cluster.host_certificates import (
         ensure_host_certificate,
         issuing_ca_for_task,
         own_host_certificate,

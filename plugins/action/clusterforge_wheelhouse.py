@@ -32,7 +32,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
     from clusterforge.errors import ClusterforgeError
-    from clusterforge.plan.wheelhouse import build_wheelhouse
+    from clusterforge.plan.services.wheelhouse import build_wheelhouse
     from clusterforge.schema import load_schema
 
     CLUSTERFORGE_IMPORT_ERROR = None

@@ -12,7 +12,7 @@
   opensearch_dashboards.yml from its planned settings.
 - ``clusterforge_host_groups(groups)``: the groups whose hosts the toolkit deploys that
   the inventory has (``opensearch`` always first), for a play's host pattern
-  (clusterforge.plan.host_groups: the groups are named there once).
+  (clusterforge.plan.cluster.host_groups: the groups are named there once).
 - ``clusterforge_file_entries(files, directory, owner=, group=, mode=, secret=)``: a
   ``{name: content}`` mapping as entries of the clusterforge_files module.
 
@@ -21,7 +21,7 @@ Which nodes restart, and in which batches, is no filter: the plan decides it
 start of playbooks/rolling.yml, so no play asks the library again after planning. Nor
 which changed opensearch.yml settings need a restart: playbooks/plan.yml's look reads the
 node's file and the plan says so in ``rollout.nodes[host].config_restart``
-(clusterforge.plan.restarts.with_config_restarts).
+(clusterforge.plan.cluster.restarts.with_config_restarts).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ try:
         merge_unmanaged_users,
         parse_digest_marker,
     )
-    from clusterforge.plan.console import render_console_config
-    from clusterforge.plan.host_groups import present_host_groups
-    from clusterforge.plan.plugins import parse_descriptor, plan_plugin_changes
+    from clusterforge.plan.cluster.console import render_console_config
+    from clusterforge.plan.cluster.host_groups import present_host_groups
+    from clusterforge.plan.cluster.plugins import parse_descriptor, plan_plugin_changes
 
     CLUSTERFORGE_IMPORT_ERROR = None
 except ImportError as error:
@@ -79,12 +79,14 @@ def clusterforge_installed_plugins(descriptors: Mapping[str, str | None]) -> dic
 def clusterforge_plugin_changes(
     wanted: list[dict[str, Any]], installed: dict[str, str], remove_unlisted: bool = False
 ) -> dict[str, list[Any]]:
-    """What a node must install and remove (clusterforge.plan.plugins.plan_plugin_changes)."""
+    """What a node must install and remove
+    (clusterforge.plan.cluster.plugins.plan_plugin_changes)."""
     return plan_plugin_changes(list(wanted), dict(installed), remove_unlisted=remove_unlisted)
 
 
 def clusterforge_console_config(settings: dict[str, Any], backend_password: str | None) -> str:
-    """The console's opensearch_dashboards.yml (clusterforge.plan.console.render_console_config)."""
+    """The console's opensearch_dashboards.yml
+    (clusterforge.plan.cluster.console.render_console_config)."""
     return render_console_config(settings, backend_password)
 
 

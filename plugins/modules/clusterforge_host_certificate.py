@@ -7,9 +7,9 @@ module: clusterforge_host_certificate
 short_description: A server certificate for a host beside the cluster, from the toolkit's PKI
 description:
   - Runs on the control node (delegate it to localhost; no connection to the host) through
-    C(clusterforge.plan.host_certificates).
+    C(clusterforge.plan.cluster.host_certificates).
   - The CA is the one the TLS proxy's certificates come from
-    (C(clusterforge.plan.host_certificates.issuing_ca_for_task)) the cluster's (the
+    (C(clusterforge.plan.cluster.host_certificates.issuing_ca_for_task)) the cluster's (the
     inventory's C(opensearch) group), or, without one, a CA of the inventory's own in its
     C(.pki), opened with C(opensearch_ca_passphrase) or C(CLUSTERFORGE_CA_PASSPHRASE).
   - Issues the task host a serverAuth certificate for I(purpose), named by its inventory

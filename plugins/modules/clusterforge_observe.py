@@ -62,7 +62,7 @@ EXAMPLES = r"""
 RETURN = r"""
 observed:
   description:
-    - What the node runs, in the shape C(clusterforge.plan.restarts.plan_rollout) and
+    - What the node runs, in the shape C(clusterforge.plan.cluster.restarts.plan_rollout) and
       C(plan_removal) read.
     - Version, active, formed, security_mode, cluster_manager, the host's memory and
       C(opensearch_yml) (the node's opensearch.yml text, or null); with O(removal) also

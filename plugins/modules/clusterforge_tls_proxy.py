@@ -7,7 +7,7 @@ module: clusterforge_tls_proxy
 short_description: A service host's TLS proxy as the inventory check planned it, and its certificate
 description:
   - Runs on the control node (no connection to the host). The proxy was planned by the
-    inventory check (C(clusterforge.plan.tls_proxy.plan_tls_proxies), through
+    inventory check (C(clusterforge.plan.services.tls_proxy.plan_tls_proxies), through
     C(playbooks/check_inventory.yml), which keeps it as
     C(__clusterforge_checked_tls_proxies)); this copies the host's entry.
   - The cluster's CA (the inventory's C(opensearch) group; otherwise a CA of its own in

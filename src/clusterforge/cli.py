@@ -38,13 +38,13 @@ def render_to_directory(
 ) -> list[Path]:
     """Write every host's files under ``out/<host>/``; returns the paths written."""
     from clusterforge.inventory.reader import InventoryReader
-    from clusterforge.plan.monitoring import (
+    from clusterforge.plan.cluster.rollout import describe_rollout
+    from clusterforge.plan.monitoring.monitoring import (
         monitoring_hosts_vars,
         read_monitoring_inputs,
         rendered_for_own_prometheus,
     )
     from clusterforge.plan.plan import build_plan, host_files
-    from clusterforge.plan.rollout import describe_rollout
 
     read = read_inventory(
         inventory,

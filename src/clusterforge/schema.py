@@ -1,10 +1,10 @@
 """The inventory schema: every variable declared once, in ``schema.yml`` beside this module.
 
-The model (:mod:`clusterforge.plan.model`) and the console (:mod:`clusterforge.plan.console`)
-check values against it; :func:`generated_files` derives from it each role's
-``defaults/main.yml``, ``meta/argument_specs.yml`` and the variable tables (docs/variables.md
-and each role's README), and the generated YAML blocks of a few more files (the services
-the postgresql role serves, the security plugin's reserved users, the choices of the
+The model (:mod:`clusterforge.plan.cluster.model`) and the console
+(:mod:`clusterforge.plan.cluster.console`) check values against it; :func:`generated_files` derives
+from it each role's ``defaults/main.yml``, ``meta/argument_specs.yml`` and the variable tables
+(docs/variables.md and each role's README), and the generated YAML blocks of a few more files (the
+services the postgresql role serves, the security plugin's reserved users, the choices of the
 options that name a service). The project's Python services (:attr:`Schema.services`)
 and the security plugin's predefined users (:attr:`Schema.predefined_users`) are
 declared here too.

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from clusterforge.plan.ldap import CONNECT_TIMEOUT_MS
+from clusterforge.plan.security.ldap import CONNECT_TIMEOUT_MS
 
 
 @pytest.fixture(scope="module")

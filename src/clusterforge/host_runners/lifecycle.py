@@ -43,7 +43,7 @@ from .common import ApiError, Client, label_value, load, write_atomically
 # A force-merge to few segments of a large index takes long; the unit's limit is higher.
 FORCE_MERGE_TIMEOUT = 3600.0
 METRIC_PREFIX = "clusterforge_lifecycle"
-# The metrics the alerts (clusterforge.plan.alert_rules) and scripts/status read.
+# The metrics the alerts (clusterforge.plan.monitoring.alert_rules) and scripts/status read.
 LAST_SUCCESS = "clusterforge_lifecycle_last_success_timestamp_seconds"
 LAST_RUN = "clusterforge_lifecycle_last_run_timestamp_seconds"
 LAST_RUN_SUCCESS = "clusterforge_lifecycle_last_run_success"

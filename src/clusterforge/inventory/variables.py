@@ -3,7 +3,7 @@
 :func:`read_inventory` reads an inventory from disk (:class:`InventoryReader`: Ansible's
 own loader, group_vars, host_vars, vault) for ``scripts/render`` and ``scripts/status``;
 which variables the model and the services' plan read, and the model built from them, are
-clusterforge.plan.host_variables' (re-exported here for the actions that import them from
+clusterforge.plan.cluster.host_variables' (re-exported here for the actions that import them from
 this module).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.inventory.reader import InventoryReader
-from clusterforge.plan.host_variables import (
+from clusterforge.plan.cluster.host_variables import (
     CLUSTER_GROUP,
     CONSOLE_GROUP,
     HostSource,
@@ -30,7 +30,7 @@ from clusterforge.plan.host_variables import (
     service_vars,
     services_vars,
 )
-from clusterforge.plan.model import Cluster, build_cluster
+from clusterforge.plan.cluster.model import Cluster, build_cluster
 
 __all__ = [
     "CLUSTER_GROUP",

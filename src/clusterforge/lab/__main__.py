@@ -8,7 +8,7 @@ from pathlib import Path
 
 from clusterforge.errors import ClusterforgeError
 from clusterforge.lab.cluster import MAX_NODES, MAX_ZONES, MIN_NODES, NODE_COUNT, Lab
-from clusterforge.plan.model import SECURITY_MODES
+from clusterforge.plan.cluster.model import SECURITY_MODES
 
 
 def _whole_number(text: str, flag: str, low: int, high: int) -> int:

@@ -71,8 +71,8 @@ from clusterforge.lab.topology import (
     lab_placements,
     shrink_steps,
 )
-from clusterforge.plan.console import console_defaults
-from clusterforge.plan.snapshot_schedule import declared_schedule
+from clusterforge.plan.cluster.console import console_defaults
+from clusterforge.plan.snapshots.snapshot_schedule import declared_schedule
 from clusterforge.testing.faults import RULE_COMMENT as FAULT_RULE_COMMENT
 from clusterforge.testing.faults import remove_rules as remove_fault_rules
 

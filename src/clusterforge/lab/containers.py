@@ -239,7 +239,7 @@ class LabContainers:
 
     def retire_certificates(self, kept: list[LabNode]) -> None:
         """After a shrink: the removed nodes' keys leave the lab's PKI now, not at the next
-        plan (which would retire them too: clusterforge.plan.cluster_pki)."""
+        plan (which would retire them too: clusterforge.plan.cluster.cluster_pki)."""
         if not (self.pki_dir / CA_CERT_FILE).is_file():
             return  # an open lab has no PKI
         retired = retire_node_certificates(

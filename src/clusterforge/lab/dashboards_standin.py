@@ -19,7 +19,7 @@ import tarfile
 from importlib import resources
 from pathlib import Path
 
-from clusterforge.plan.model_checks import cluster_defaults
+from clusterforge.plan.cluster.model_checks import cluster_defaults
 
 _LAUNCHER = """#!/bin/sh
 # STAND-IN for OpenSearch Dashboards (clusterforge tests); not the real console.

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterforge.plan.tls_profile import default_profile
+from clusterforge.plan.security.tls_profile import default_profile
 
 __all__ = [
     "BASE_DN",

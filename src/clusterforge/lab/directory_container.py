@@ -45,7 +45,7 @@ from clusterforge.pki.pki import (
     ensure_server_certificate,
     load_or_create_ca,
 )
-from clusterforge.plan.cluster_pki import CA_COMMON_NAME_SUFFIX
+from clusterforge.plan.cluster.cluster_pki import CA_COMMON_NAME_SUFFIX
 from clusterforge.schema import load_schema
 
 __all__ = [
@@ -138,7 +138,7 @@ class LabDirectory:
 
     def _certificate(self, cluster_name: str, passphrase: bytes) -> None:
         defaults = dict(load_schema().default_of("opensearch_cert_subject"))
-        # The CA the plan makes (clusterforge.plan.cluster_pki), made here first when the
+        # The CA the plan makes (clusterforge.plan.cluster.cluster_pki), made here first when the
         # lab is new: the directory must serve before the first run binds to it.
         ca = load_or_create_ca(
             self.pki_dir,

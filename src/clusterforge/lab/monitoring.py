@@ -24,7 +24,7 @@ from typing import Any
 
 from clusterforge.lab.process import say
 from clusterforge.pki.generated_secrets import read_or_generate, url_safe
-from clusterforge.plan.monitoring import WEB_PASSWORD_FILE, WEB_SECRETS_DIR_NAME
+from clusterforge.plan.monitoring.monitoring import WEB_PASSWORD_FILE, WEB_SECRETS_DIR_NAME
 
 RECEIVER_ADDRESS = "127.0.0.1"
 RECEIVER_PORT = 9099

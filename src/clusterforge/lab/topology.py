@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clusterforge.errors import LabError
-from clusterforge.plan.rollout import CLUSTER_MANAGER_ROLES, scale_in_steps
+from clusterforge.plan.cluster.rollout import CLUSTER_MANAGER_ROLES, scale_in_steps
 
 CONTAINER_PREFIX = "clusterforge-lab-"
 NETWORK_NAME = "clusterforge-lab"
@@ -111,7 +111,7 @@ def shrink_steps(existing: int, count: int, *, zones: int = 0, managers: int = 0
     """The node counts ``scripts/up --nodes COUNT`` runs the playbook at, one run each:
     ``[COUNT]`` unless the lab shrinks by so many cluster-manager-eligible nodes that one
     run would lose the quorum (the plan refuses that); it then steps down
-    (clusterforge.plan.rollout.scale_in_steps: 6 -> 4 -> 3), each run draining the nodes
+    (clusterforge.plan.cluster.rollout.scale_in_steps: 6 -> 4 -> 3), each run draining the nodes
     past its count, the last ones first."""
     if count >= existing:
         return [count]

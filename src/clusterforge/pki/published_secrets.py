@@ -69,7 +69,7 @@ def _leaves(name: str, value: Any) -> Iterable[tuple[str, str]]:
             yield from _leaves(f"{name}[{index}]", item)
 
 
-# The internal users' passwords get the demo-password check of clusterforge.plan.model (with
+# The internal users' passwords get the demo-password check of clusterforge.plan.cluster.model (with
 # the user-name rule too); naming them twice would only repeat it.
 _CHECKED_BY_MODEL = ("opensearch_security_passwords", "opensearch_security_users")
 

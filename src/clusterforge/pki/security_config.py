@@ -253,10 +253,11 @@ def render_security_files(
     spec's roles and flags, plus any inventory users. ``roles`` adds custom roles (plugin
     ``roles.yml`` bodies); ``role_mappings`` adds mappings, merged with the built-in ones.
     ``audit_failed_logins`` turns on the audit log for FAILED_LOGIN events only (the
-    sink is opensearch.yml's plugins.security.audit.type, clusterforge.plan.render);
+    sink is opensearch.yml's plugins.security.audit.type, clusterforge.plan.cluster.render);
     ``auth_failure_limit`` adds the per-address rate limit of failed logins.
-    ``auth_domains`` (``{"authc": ..., "authz": ...}``, clusterforge.plan.ldap.config_domains)
-    replaces the internal-only authentication domain with the domains it holds.
+    ``auth_domains`` (``{"authc": ..., "authz": ...}``,
+    clusterforge.plan.security.ldap.config_domains) replaces the internal-only authentication domain
+    with the domains it holds.
     """
     problems = _user_problems(users)
     extra_roles = dict(roles or {})

@@ -16,7 +16,7 @@ declarations with the cluster's answer. The action plugin
 same comparison as drift.
 
 The kinds and the comparison, normalised as the engine answers, live in
-clusterforge.plan.cluster_objects; their names are importable from here too.
+clusterforge.plan.cluster.cluster_objects; their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 from clusterforge.errors import InventoryError
 from clusterforge.pki.security_config import TOOLKIT_ROLE_MAPPING_NAMES, TOOLKIT_ROLE_NAMES
-from clusterforge.plan.cluster_objects import (
+from clusterforge.plan.cluster.cluster_objects import (
     ACTION_GROUPS,
     BUILT_IN_NAMES,
     CLUSTER_SETTINGS,
@@ -52,13 +52,13 @@ from clusterforge.plan.cluster_objects import (
     request_for,
     setting_string,
 )
-from clusterforge.plan.lifecycle import LIFECYCLE_ROLE
-from clusterforge.plan.monitoring import MONITOR_ROLE
-from clusterforge.plan.orders_search import READER_ROLE, WRITER_ROLE
-from clusterforge.plan.snapshot_schedule import SNAPSHOT_ROLE
+from clusterforge.plan.lifecycle.lifecycle import LIFECYCLE_ROLE
+from clusterforge.plan.monitoring.monitoring import MONITOR_ROLE
+from clusterforge.plan.services.orders_search import READER_ROLE, WRITER_ROLE
+from clusterforge.plan.snapshots.snapshot_schedule import SNAPSHOT_ROLE
 from clusterforge.schema import as_bool
 
-# The kinds and the comparison (clusterforge.plan.cluster_objects), importable from here
+# The kinds and the comparison (clusterforge.plan.cluster.cluster_objects), importable from here
 # as before the module was split.
 __all__ = [
     "ACTION_GROUPS",

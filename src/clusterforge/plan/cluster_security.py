@@ -9,7 +9,7 @@ host is contacted.
 Checking a kept hash costs bcrypt's full work factor, for every user on every run (0.85
 s of a lab rerun). So the same file also records, per user, an HMAC of the user's name,
 hash and password under a key derived from the CA's private key
-(:func:`clusterforge.plan.cluster_pki.hash_check_key`). When the record still matches, the
+(:func:`clusterforge.plan.cluster.cluster_pki.hash_check_key`). When the record still matches, the
 hash is kept without bcrypt. Only whoever can decrypt the CA key can compute that key,
 and they can already issue an admin certificate; without it the record tells nothing
 about a password. A new CA, a changed password or an edited hash misses the record and
@@ -41,17 +41,19 @@ from clusterforge.pki.security_config import (
     render_security_files,
     security_config_digest,
 )
-from clusterforge.plan.cluster_pki import ClusterPki
-from clusterforge.plan.ldap import config_domains
-from clusterforge.plan.model import Cluster, plain_data
-from clusterforge.plan.model_checks import PREDEFINED_USER_NAMES
-from clusterforge.plan.monitoring import MonitoringUser
-from clusterforge.plan.monitoring_user import toolkit_user as monitoring_toolkit_user
-from clusterforge.plan.orders_search import USERNAME_VARIABLE, OrdersSearch
-from clusterforge.plan.orders_search import toolkit_user as orders_toolkit_user
-from clusterforge.plan.snapshot_schedule import toolkit_user as snapshot_toolkit_user
-from clusterforge.plan.toolkit_users import ToolkitUser
-from clusterforge.plan.toolkit_users import security_additions as toolkit_security_additions
+from clusterforge.plan.cluster.cluster_pki import ClusterPki
+from clusterforge.plan.cluster.model import Cluster, plain_data
+from clusterforge.plan.cluster.model_checks import PREDEFINED_USER_NAMES
+from clusterforge.plan.monitoring.monitoring import MonitoringUser
+from clusterforge.plan.monitoring.monitoring_user import toolkit_user as monitoring_toolkit_user
+from clusterforge.plan.security.ldap import config_domains
+from clusterforge.plan.security.toolkit_users import ToolkitUser
+from clusterforge.plan.security.toolkit_users import (
+    security_additions as toolkit_security_additions,
+)
+from clusterforge.plan.services.orders_search import USERNAME_VARIABLE, OrdersSearch
+from clusterforge.plan.services.orders_search import toolkit_user as orders_toolkit_user
+from clusterforge.plan.snapshots.snapshot_schedule import toolkit_user as snapshot_toolkit_user
 
 HASH_STATE_FILE = "internal_users.hashes.json"
 
@@ -94,11 +96,11 @@ def render_cluster_security(
     ``passwords`` holds the predefined users' passwords, ``users`` the inventory's other
     users (``name``, ``password``, optional ``backend_roles`` and ``description``). Both
     were validated by the model already. ``roles`` and ``role_mappings`` add the toolkit's
-    own roles (the order service's, clusterforge.plan.orders_search). ``check_key`` (the
+    own roles (the order service's, clusterforge.plan.services.orders_search). ``check_key`` (the
     cluster PKI's ``hash_check_key``) keys the records that spare bcrypt on a rerun;
     without it every kept hash is checked with bcrypt and no record is written.
     ``audit_failed_logins``, ``auth_failure_limit`` and ``auth_domains`` (the LDAP
-    domains, clusterforge.plan.ldap) go to render_security_files.
+    domains, clusterforge.plan.security.ldap) go to render_security_files.
     """
     state_path = pki_dir / HASH_STATE_FILE
     previous, previous_checks = _load_hash_state(state_path)
@@ -186,7 +188,7 @@ def plan_security_files(
     if pki is None:
         return None
     users = list(plain_data(first_host_vars.get(SECURITY_USERS_VARIABLE) or []))
-    # The toolkit's own users, each a row of one table (clusterforge.plan.toolkit_users).
+    # The toolkit's own users, each a row of one table (clusterforge.plan.security.toolkit_users).
     rows: list[ToolkitUser] = []
     if orders_search is not None:
         check_orders_user(users, orders_search)
@@ -195,7 +197,7 @@ def plan_security_files(
         rows.append(monitoring_toolkit_user(monitoring_user))
     if snapshot_password is not None:  # the scheduled snapshots' runner
         rows.append(snapshot_toolkit_user(snapshot_password))
-    rows.extend(extra_rows)  # the lifecycle runner's (clusterforge.plan.lifecycle)
+    rows.extend(extra_rows)  # the lifecycle runner's (clusterforge.plan.lifecycle.lifecycle)
     additions = toolkit_security_additions(rows)
     users += additions.users
     roles: dict[str, Any] = additions.roles

@@ -10,20 +10,21 @@ section        planned by
 (validation)   :mod:`clusterforge.plan.validation` (the model, the order
                delivery, the services' settings, the cluster's objects, the
                snapshot policy: each planned there once, and reused here)
-cluster, nodes :mod:`clusterforge.plan.cluster_facts`
-artifacts      :func:`clusterforge.plan.plugins.fetch_artifacts`
+cluster, nodes :mod:`clusterforge.plan.cluster.cluster_facts`
+artifacts      :func:`clusterforge.plan.cluster.plugins.fetch_artifacts`
 security       :func:`clusterforge.plan.cluster_security.plan_security_files`
-orders_search  :mod:`clusterforge.plan.orders_search`
+orders_search  :mod:`clusterforge.plan.services.orders_search`
 cluster_config :mod:`clusterforge.plan.cluster_config`
-consoles       :mod:`clusterforge.plan.console`
-rollout        :mod:`clusterforge.plan.restarts` (batches: :mod:`clusterforge.plan.rollout`)
-removal,groups :mod:`clusterforge.plan.removal`
-services       :mod:`clusterforge.plan.services_plan`
-postgresql_tls :func:`clusterforge.plan.services_database.server_tls`
-snapshots      :mod:`clusterforge.plan.snapshots`
-lifecycle      :mod:`clusterforge.plan.lifecycle`
-monitoring     :mod:`clusterforge.plan.monitoring_host` (the files:
-               :mod:`clusterforge.plan.monitoring`)
+consoles       :mod:`clusterforge.plan.cluster.console`
+rollout        :mod:`clusterforge.plan.cluster.restarts` (batches:
+               :mod:`clusterforge.plan.cluster.rollout`)
+removal,groups :mod:`clusterforge.plan.cluster.removal`
+services       :mod:`clusterforge.plan.services.services_plan`
+postgresql_tls :func:`clusterforge.plan.services.services_database.server_tls`
+snapshots      :mod:`clusterforge.plan.snapshots.snapshots`
+lifecycle      :mod:`clusterforge.plan.lifecycle.lifecycle`
+monitoring     :mod:`clusterforge.plan.monitoring.monitoring_host` (the files:
+               :mod:`clusterforge.plan.monitoring.monitoring`)
 ============== ============================================================
 
 A new section is one entry of the ``plan`` dict in :func:`build_plan` (and one name in
@@ -32,7 +33,7 @@ A new section is one entry of the ``plan`` dict in :func:`build_plan` (and one n
 planned so that nothing is planned twice.
 
 The order service's delivery into the cluster (``orders_search``,
-clusterforge.plan.orders_search): the user and roles go into the security files, the index
+clusterforge.plan.services.orders_search): the user and roles go into the security files, the index
 template into ``orders_search``, and the settings into ``services``; the user's password
 goes only into the service's settings file, which its role writes.
 
@@ -51,36 +52,38 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.errors import InventoryError
-from clusterforge.plan.cluster_facts import cluster_facts, node_facts
-from clusterforge.plan.cluster_pki import ca_passphrase, ensure_cluster_pki, resolve_pki_dir
-from clusterforge.plan.cluster_security import (
-    SECURITY_CONFIG_SUBDIR,
-    SECURITY_FILES_OMITTED,
-    plan_security_files,
-    withhold_hashes,
-)
-from clusterforge.plan.console import (
+from clusterforge.plan.cluster.cluster_facts import cluster_facts, node_facts
+from clusterforge.plan.cluster.cluster_pki import ca_passphrase, ensure_cluster_pki, resolve_pki_dir
+from clusterforge.plan.cluster.console import (
     CONFIG_FILE,
     UNIT_NAME,
     consoles_unfetched,
     plan_consoles,
     render_console_config,
 )
-from clusterforge.plan.host_certificates import issuing_ca_of_cluster
-from clusterforge.plan.ldap import ldap_facts
-from clusterforge.plan.lifecycle import complete_lifecycle, lifecycle_password
-from clusterforge.plan.lifecycle import toolkit_user as lifecycle_toolkit_user
-from clusterforge.plan.model import build_cluster
-from clusterforge.plan.monitoring import plan_monitoring_user
-from clusterforge.plan.monitoring_host import plan_monitoring_host
-from clusterforge.plan.orders_search import DISABLED
-from clusterforge.plan.plugins import fetch_artifacts
-from clusterforge.plan.removal import plan_groups, plan_removal
-from clusterforge.plan.render import ADMIN_CERT_FILE, NODE_CA_FILE, NODE_CERT_FILE
-from clusterforge.plan.restarts import plan_rollout, restart_decision, with_config_restarts
-from clusterforge.plan.snapshot_schedule import complete_schedule
-from clusterforge.plan.snapshot_schedule import snapshot_password as scheduled_snapshot_password
-from clusterforge.plan.snapshots import plan_restore, plan_restore_snapshot
+from clusterforge.plan.cluster.host_certificates import issuing_ca_of_cluster
+from clusterforge.plan.cluster.model import build_cluster
+from clusterforge.plan.cluster.plugins import fetch_artifacts
+from clusterforge.plan.cluster.removal import plan_groups, plan_removal
+from clusterforge.plan.cluster.render import ADMIN_CERT_FILE, NODE_CA_FILE, NODE_CERT_FILE
+from clusterforge.plan.cluster.restarts import plan_rollout, restart_decision, with_config_restarts
+from clusterforge.plan.cluster_security import (
+    SECURITY_CONFIG_SUBDIR,
+    SECURITY_FILES_OMITTED,
+    plan_security_files,
+    withhold_hashes,
+)
+from clusterforge.plan.lifecycle.lifecycle import complete_lifecycle, lifecycle_password
+from clusterforge.plan.lifecycle.lifecycle import toolkit_user as lifecycle_toolkit_user
+from clusterforge.plan.monitoring.monitoring import plan_monitoring_user
+from clusterforge.plan.monitoring.monitoring_host import plan_monitoring_host
+from clusterforge.plan.security.ldap import ldap_facts
+from clusterforge.plan.services.orders_search import DISABLED
+from clusterforge.plan.snapshots.snapshot_schedule import complete_schedule
+from clusterforge.plan.snapshots.snapshot_schedule import (
+    snapshot_password as scheduled_snapshot_password,
+)
+from clusterforge.plan.snapshots.snapshots import plan_restore, plan_restore_snapshot
 from clusterforge.plan.validation import validate_inventory
 
 # The top-level sections of a plan (build_plan's keys): what with_observed keeps of a
@@ -139,21 +142,22 @@ def build_plan(
     ``fetch=False`` leaves the archives alone (``scripts/render`` reviews files; it does
     not download engines). ``services_vars`` maps each service's group
     (``user_directory``, ``order_service``) to its hosts' variables: their settings are
-    validated by the services' own settings models (clusterforge.plan.services_plan), and the
-    plan's ``services`` section holds them: each host's settings file (``content``) and
+    validated by the services' own settings models (clusterforge.plan.services.services_plan), and
+    the plan's ``services`` section holds them: each host's settings file (``content``) and
     its public form. ``checked_services`` is the ``services`` the inventory check of the
     same run returned: with it they are not validated a second time
     (:func:`clusterforge.plan.validation.validate_inventory`). ``database_vars``: the
     group postgresql's hosts, whose first one a service on PostgreSQL connects to.
 
     ``preview`` (check mode) decides the ``groups`` section: a preview talks to the
-    cluster only through the nodes that run (:func:`clusterforge.plan.removal.plan_groups`).
+    cluster only through the nodes that run (:func:`clusterforge.plan.cluster.removal.plan_groups`).
 
-    ``monitoring_source`` (a clusterforge.plan.host_variables.HostSource of the same
+    ``monitoring_source`` (a clusterforge.plan.cluster.host_variables.HostSource of the same
     inventory: the monitoring reads every host's address and the services' proxies) plans
-    the ``monitoring`` section (:func:`clusterforge.plan.monitoring_host.plan_monitoring_host`),
-    None without it or without a monitoring host; ``renew_monitoring`` and
-    ``renew_node_exporters`` issue its certificates again now (playbooks/rotate_certs.yml).
+    the ``monitoring`` section
+    (:func:`clusterforge.plan.monitoring.monitoring_host.plan_monitoring_host`), None without it or
+    without a monitoring host; ``renew_monitoring`` and ``renew_node_exporters`` issue its
+    certificates again now (playbooks/rotate_certs.yml).
     """
     if not nodes_vars:
         raise InventoryError(
@@ -190,7 +194,7 @@ def build_plan(
     snapshots = validated.snapshots
     snapshot_password = None
     if snapshots is not None and snapshots.get("schedule") is not None and pki is not None:
-        # Scheduled snapshots (clusterforge.plan.snapshot_schedule): the runner's user,
+        # Scheduled snapshots (clusterforge.plan.snapshots.snapshot_schedule): the runner's user,
         # its password generated once on the control node, and what each node gets.
         snapshot_password = scheduled_snapshot_password(inventory_dir)
         snapshots = {
@@ -224,7 +228,7 @@ def build_plan(
     lifecycle = validated.lifecycle
     lifecycle_rows = []
     if lifecycle is not None and pki is not None:
-        # The index lifecycle (clusterforge.plan.lifecycle): the runner's engine user, its
+        # The index lifecycle (clusterforge.plan.lifecycle.lifecycle): the runner's engine user, its
         # password generated once on the control node, and what each eligible node gets.
         lifecycle_rows.append(lifecycle_toolkit_user(lifecycle, lifecycle_password(inventory_dir)))
         lifecycle = complete_lifecycle(
@@ -332,8 +336,8 @@ def with_restarts(
     ``__clusterforge_changes`` of the play's hosts together), ``hosts`` the play's hosts
     (``--limit``, or hosts failed before). The rollout gains ``restarts``,
     ``{node: its reasons}`` for the nodes with a reason
-    (:func:`clusterforge.plan.restarts.restart_reasons`), and ``restart_batches``, the
-    batches zone mode restarts (:func:`clusterforge.plan.restarts.rolling_batches`; empty
+    (:func:`clusterforge.plan.cluster.restarts.restart_reasons`), and ``restart_batches``, the
+    batches zone mode restarts (:func:`clusterforge.plan.cluster.restarts.rolling_batches`; empty
     in node mode). playbooks/rolling.yml asks once, after the roles ran, and reads both: the
     plan stays the one producer of what a node does, and no play asks a filter again.
     """
@@ -348,7 +352,7 @@ def with_restore(
     plan: Mapping[str, Any], snapshot: str, snapshot_indices: Sequence[str], requested: Any
 ) -> dict[str, Any]:
     """``plan`` with the restore's decision in ``snapshots.restore`` (which indices, the
-    unknown ones refused: :func:`clusterforge.plan.snapshots.plan_restore`); everything
+    unknown ones refused: :func:`clusterforge.plan.snapshots.snapshots.plan_restore`); everything
     else is kept as it was planned. playbooks/restore.yml asks once it has read the
     snapshot's indices."""
     snapshots = plan.get("snapshots") or {}
@@ -370,7 +374,7 @@ def with_restore_snapshot(
 ) -> dict[str, Any]:
     """``plan`` with the snapshot a restore reads in ``snapshots.restore.snapshot``
     (``latest`` resolved to the newest successful one of ``snapshots``, the repository's
-    list: :func:`clusterforge.plan.snapshots.plan_restore_snapshot`); everything else is
+    list: :func:`clusterforge.plan.snapshots.snapshots.plan_restore_snapshot`); everything else is
     kept as it was planned. playbooks/restore.yml asks before it reads the snapshot."""
     planned_snapshots = plan.get("snapshots") or {}
     return {

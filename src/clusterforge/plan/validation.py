@@ -23,46 +23,46 @@ from clusterforge.pki.certificates import (
     SubjectFields,
 )
 from clusterforge.pki.published_secrets import published_secret_findings
-from clusterforge.plan import services_plan
-from clusterforge.plan.cluster_config import (
-    ClusterConfig,
-    plan_cluster_config,
-    toolkit_security_names,
-)
-from clusterforge.plan.cluster_pki import (
+from clusterforge.plan.cluster.cluster_pki import (
     CA_COMMON_NAME_SUFFIX,
     CA_PASSPHRASE_VARIABLE,
     ca_passphrase,
     resolve_pki_dir,
 )
+from clusterforge.plan.cluster.console import build_consoles
+from clusterforge.plan.cluster.model import SECURITY_PLUGIN_NAME, Cluster, build_cluster, plain_data
+from clusterforge.plan.cluster.plugins import check_plugin
+from clusterforge.plan.cluster_config import (
+    ClusterConfig,
+    plan_cluster_config,
+    toolkit_security_names,
+)
 from clusterforge.plan.cluster_security import SECURITY_USERS_VARIABLE, check_orders_user
-from clusterforge.plan.console import build_consoles
-from clusterforge.plan.ldap import ca_problems as ldap_ca_problems
-from clusterforge.plan.lifecycle import plan_lifecycle
-from clusterforge.plan.model import SECURITY_PLUGIN_NAME, Cluster, build_cluster, plain_data
-from clusterforge.plan.monitoring import check_monitoring
-from clusterforge.plan.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
-from clusterforge.plan.orders_search import (
+from clusterforge.plan.lifecycle.lifecycle import plan_lifecycle
+from clusterforge.plan.monitoring.monitoring import check_monitoring
+from clusterforge.plan.security.ldap import ca_problems as ldap_ca_problems
+from clusterforge.plan.security.tls_profile import default_profile
+from clusterforge.plan.services import services_plan
+from clusterforge.plan.services.orders_search import TEMPLATE_NAME as ORDERS_TEMPLATE_NAME
+from clusterforge.plan.services.orders_search import (
     OrdersSearch,
     index_template,
     plan_for_cluster,
     with_generated_password,
 )
-from clusterforge.plan.plugins import check_plugin
-from clusterforge.plan.services_database import (
+from clusterforge.plan.services.services_database import (
     database_server,
     server_tls,
     with_database_passwords,
 )
-from clusterforge.plan.services_plan import (
+from clusterforge.plan.services.services_plan import (
     plan_services_section,
     section_covers,
     service_hosts_variables,
     with_search_password,
 )
-from clusterforge.plan.snapshots import plan_snapshots
-from clusterforge.plan.tls_profile import default_profile
-from clusterforge.plan.tls_proxy import plan_tls_proxies
+from clusterforge.plan.services.tls_proxy import plan_tls_proxies
+from clusterforge.plan.snapshots.snapshots import plan_snapshots
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ class ValidatedInventory:
     ``cluster`` is None only for an inventory without OpenSearch nodes (a services-only
     run of playbooks/services.yml); ``warnings`` are the model's warnings and, for a
     review, what would stop a deploy. ``orders_search`` says whether delivery is on; its
-    password is a placeholder (clusterforge.plan.orders_search.NOT_GENERATED) unless the
+    password is a placeholder (clusterforge.plan.services.orders_search.NOT_GENERATED) unless the
     check ran with ``generate``. ``services`` is the plan's ``services`` section,
     ``{host: {service: settings}}``, planned with that delivery: each host's settings
     file (``content``, secrets included: whoever shows it withholds it) besides its
@@ -86,13 +86,13 @@ class ValidatedInventory:
     snapshots: dict[str, Any] | None
     warnings: tuple[str, ...]
     services: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
-    # The index lifecycle (clusterforge.plan.lifecycle), None without policies.
+    # The index lifecycle (clusterforge.plan.lifecycle.lifecycle), None without policies.
     lifecycle: dict[str, Any] | None = None
     # The db server's TLS settings, from the cluster's TLS profile (the default profile
-    # without OpenSearch nodes): clusterforge.plan.services_database.server_tls.
+    # without OpenSearch nodes): clusterforge.plan.services.services_database.server_tls.
     postgresql_tls: dict[str, str] = dataclasses.field(default_factory=dict)
     # Each service host's TLS proxy, {host: what roles/tls_proxy copies}
-    # (clusterforge.plan.tls_proxy.plan_tls_proxies); a host without a proxy is absent.
+    # (clusterforge.plan.services.tls_proxy.plan_tls_proxies); a host without a proxy is absent.
     tls_proxies: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
@@ -140,14 +140,15 @@ def validate_inventory(
     (playbooks/check_inventory.yml keeps it for playbooks/plan.yml): when it holds every
     service host of ``services_vars``, the services' settings are not validated again,
     only given the delivery's real password
-    (:func:`clusterforge.plan.services_plan.with_search_password`), so a ``site.yml`` run
+    (:func:`clusterforge.plan.services.services_plan.with_search_password`), so a ``site.yml`` run
     validates each service host's settings once. ``database_vars`` is the group
     postgresql's hosts' variables: a service host on PostgreSQL gets its URL from the
-    first one (clusterforge.plan.services_database), its password generated with
+    first one (clusterforge.plan.services.services_database), its password generated with
     ``generate`` (a placeholder without). ``monitoring_vars`` is the group monitoring's
-    host with its ``monitoring_*`` variables (clusterforge.plan.monitoring.check_monitoring).
-    ``service_addresses`` maps a service host to its ``ansible_host``: the URLs and the
-    certificate names of its TLS proxy, planned here (``tls_proxies``).
+    host with its ``monitoring_*`` variables
+    (clusterforge.plan.monitoring.monitoring.check_monitoring). ``service_addresses`` maps a service
+    host to its ``ansible_host``: the URLs and the certificate names of its TLS proxy, planned here
+    (``tls_proxies``).
 
     Raises :class:`InventoryError` listing every problem, each naming its variable.
     """

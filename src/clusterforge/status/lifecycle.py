@@ -44,8 +44,8 @@ from clusterforge.host_runners.lifecycle import (
     fetch_state,
     write_index_of,
 )
-from clusterforge.plan.lifecycle import VARIABLE, check_policies
-from clusterforge.plan.snapshots import SM_PLUGINS
+from clusterforge.plan.lifecycle.lifecycle import VARIABLE, check_policies
+from clusterforge.plan.snapshots.snapshots import SM_PLUGINS
 from clusterforge.schema import load_schema
 
 DEFAULT_LAB_JSON = Path(os.environ.get("CLUSTERFORGE_LAB_JSON", "inventories/lab/lab.json"))

@@ -62,7 +62,7 @@ def next_elapse(calendar: str, period_seconds: int, now: datetime) -> datetime |
             env={"TZ": "UTC", "LC_ALL": "C", "PATH": "/usr/bin:/bin"},
             check=False,
         )
-        from clusterforge.plan.snapshot_schedule import parse_calendar_output
+        from clusterforge.plan.snapshots.snapshot_schedule import parse_calendar_output
 
         _calendar, elapses = parse_calendar_output(result.stdout)
         if result.returncode == 0 and elapses:
@@ -86,8 +86,8 @@ def snapshot_status(
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """(the report's ``snapshots`` section, problems); None when no scheduled snapshot is
     in any repository (no schedule, or not run yet: nothing to judge). ``declared`` is the
-    schedule the inventory declares (clusterforge.plan.snapshot_schedule.declared_schedule),
-    None for none."""
+    schedule the inventory declares
+    (clusterforge.plan.snapshots.snapshot_schedule.declared_schedule), None for none."""
     if "error" in recorded:
         return {"error": recorded["error"]}, []
     scheduled = []

@@ -17,10 +17,10 @@ from clusterforge.addresses import is_loopback_host
 from clusterforge.errors import ClusterforgeError
 from clusterforge.inventory.reader import InventoryReadError
 from clusterforge.inventory.variables import read_inventory
-from clusterforge.plan.cluster_pki import resolve_pki_dir
-from clusterforge.plan.console import build_consoles
-from clusterforge.plan.snapshot_schedule import declared_schedule
-from clusterforge.plan.tls_proxy import proxied
+from clusterforge.plan.cluster.cluster_pki import resolve_pki_dir
+from clusterforge.plan.cluster.console import build_consoles
+from clusterforge.plan.services.tls_proxy import proxied
+from clusterforge.plan.snapshots.snapshot_schedule import declared_schedule
 from clusterforge.schema import load_schema
 from clusterforge.status.alerts import AlertSource, alert_source
 from clusterforge.status.snapshots import UNKNOWN

@@ -62,7 +62,7 @@ from clusterforge.host_runners.lifecycle import (
     fetch_state,
     write_index_of,
 )
-from clusterforge.plan.lifecycle import PERIOD_SECONDS, check_policies
+from clusterforge.plan.lifecycle.lifecycle import PERIOD_SECONDS, check_policies
 from clusterforge.testing.drills import DrillError, Lab, wait_for_alert
 
 ALIAS = "lifecycle-check-events"

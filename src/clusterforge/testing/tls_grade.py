@@ -4,7 +4,7 @@ nobody here wrote (issue 51). A port fails on:
 - a protocol below TLS 1.2 offered;
 - an offered suite with CBC, 3DES, RC4 or NULL encryption, or RSA key transport (no
   forward secrecy): the cluster's profile is ECDHE with AEAD only
-  (clusterforge.plan.tls_profile);
+  (clusterforge.plan.security.tls_profile);
 - any finding the grader marks vulnerable.
 
     python -m clusterforge.testing.tls_grade 127.0.0.11:9200 127.0.0.35:389/ldap ...

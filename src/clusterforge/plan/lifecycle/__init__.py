@@ -1,0 +1,1 @@
+"""The index lifecycle: its policies, runner and alert rules."""

@@ -1,0 +1,1 @@
+"""Snapshots: the repository and policy, a restore's reads, the schedule's timers."""
