@@ -139,5 +139,48 @@ def test_no_action_plans_the_monitoring_or_the_proxy_again() -> None:
     }
     assert planning == {}
     assert imports == ACTION_PLAN_IMPORTS
-    modules = {path.stem for path in (LIBRARY / "plan").glob("*.py")}
+    modules = {path.stem for path in (LIBRARY / "plan").rglob("*.py")}
     assert modules >= NOT_PLANNERS
+
+
+PLAN = LIBRARY / "plan"
+# The plan's packages, one per concern (issue 51, item 3), floors inside the plan's floor,
+# bottom first: a package imports only from itself and the packages before it.
+PLAN_PACKAGES = ("security", "cluster", "services", "snapshots", "lifecycle", "monitoring")
+# The plan's entry points, the only modules flat in plan/: each gathers every concern (the
+# plan, the inventory check, the security files with every concern's user, the cluster's
+# objects with every concern's role), so no package imports them.
+PLAN_ENTRY_POINTS = frozenset({"plan", "validation", "cluster_security", "cluster_config"})
+
+
+def _plan_targets(path: Path) -> Iterator[str]:
+    """The parts of plan/ a module imports: a package's name or an entry point's."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "clusterforge.plan":
+                yield from (alias.name for alias in node.names)
+            elif node.module.startswith("clusterforge.plan."):
+                yield node.module.split(".")[2]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("clusterforge.plan."):
+                    yield alias.name.split(".")[2]
+
+
+def test_plan_holds_its_concerns_packages_and_its_entry_points_only() -> None:
+    flat = {path.stem for path in PLAN.glob("*.py")} - {"__init__"}
+    packages = {path.name for path in PLAN.iterdir() if (path / "__init__.py").is_file()}
+    assert flat == PLAN_ENTRY_POINTS, "a module of plan/ belongs in its concern's package"
+    assert packages == set(PLAN_PACKAGES)
+    assert not [path for path in PLAN.glob("*/*/*.py") if "templates" not in path.parts]
+
+
+def test_no_package_of_the_plan_imports_an_entry_point_or_a_package_above_it() -> None:
+    upward = [
+        f"{path.relative_to(PLAN)} imports clusterforge.plan.{target}"
+        for package in PLAN_PACKAGES
+        for path in sorted((PLAN / package).glob("*.py"))
+        for target in _plan_targets(path)
+        if target in PLAN_ENTRY_POINTS or PLAN_PACKAGES.index(target) > PLAN_PACKAGES.index(package)
+    ]
+    assert upward == []
