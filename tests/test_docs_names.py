@@ -58,7 +58,7 @@ WORKED_EXAMPLES: dict[tuple[str, str], str] = {
     ("CONTRIBUTING.md", "reindex"): "Recipe 2 adds playbooks/reindex.yml and its role",
     ("CONTRIBUTING.md", "audit"): "Recipe 3 adds the service audit and its role",
     ("CONTRIBUTING.md", "plan_alerts"): "Recipe 4 adds a plan section and its module",
-    ("CONTRIBUTING.md", "plan/alerts.py"): "Recipe 4 adds a plan section and its module",
+    ("CONTRIBUTING.md", "plan/monitoring/alerts.py"): "Recipe 4 adds a plan section and its module",
 }
 # Paths that the tools write and a clean clone does not hold, with what writes them.
 WRITTEN_BY_TOOLS = {
