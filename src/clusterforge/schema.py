@@ -171,7 +171,9 @@ def _service(role: str, raw: Mapping[str, Any]) -> Service:
 def load_schema() -> Schema:
     """The schema of the package (read once)."""
     text = resources.files("clusterforge").joinpath("schema.yml").read_text()
-    raw = yaml.safe_load(text)
+    # libyaml's loader when PyYAML has it: the same safe tags, about 8x faster on this
+    # 70 kB file, which every Ansible run and every plan loads (a tenth of a second each).
+    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
     return Schema(
         checked_prefixes=tuple(raw["checked_prefixes"]),
         variables={name: _variable(name, spec) for name, spec in raw["variables"].items()},
