@@ -37,12 +37,14 @@ clusterforge.plan.services.orders_search): the user and roles go into the securi
 template into ``orders_search``, and the settings into ``services``; the user's password
 goes only into the service's settings file, which its role writes.
 
-Nothing secret is in the plan but the services' settings files: passwords are validated
+Nothing secret is in the plan but the files that must hold one: passwords are validated
 and turned into bcrypt hashes here, and the CA passphrase only unlocks the CA key in
 memory. The security files hold hashes and each service host's ``services`` entry its
 settings file (``content``: tokens, a database URL, the delivery's password), which its
-role copies (0600) as the nodes' roles copy ``nodes``; so the action's result is no_log,
-and whoever shows the plan withholds them (:func:`host_files` writes ``public_content``).
+role copies (0600) as the nodes' roles copy ``nodes``; the monitoring's files and the
+timers' credentials files (``snapshots.schedule.files``, ``lifecycle.files``) are
+entries marked ``secret``. So the action's result is no_log, and whoever shows the plan
+withholds them (:func:`host_files` writes ``public_content`` and none of those).
 """
 
 from __future__ import annotations
@@ -204,6 +206,7 @@ def build_plan(
                 cluster,
                 repository=str(snapshots["repository"]),
                 ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
+                password=snapshot_password,
             ),
         }
     # The monitoring's exporter user (docs/monitoring.md), planned once: the security
@@ -230,9 +233,13 @@ def build_plan(
     if lifecycle is not None and pki is not None:
         # The index lifecycle (clusterforge.plan.lifecycle.lifecycle): the runner's engine user, its
         # password generated once on the control node, and what each eligible node gets.
-        lifecycle_rows.append(lifecycle_toolkit_user(lifecycle, lifecycle_password(inventory_dir)))
+        runner_password = lifecycle_password(inventory_dir)
+        lifecycle_rows.append(lifecycle_toolkit_user(lifecycle, runner_password))
         lifecycle = complete_lifecycle(
-            lifecycle, cluster, ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}"
+            lifecycle,
+            cluster,
+            ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
+            password=runner_password,
         )
     # Only a plan that looked at the nodes says what their opensearch.yml needs; without
     # the look the field is absent and roles/opensearch restarts on any change.
