@@ -390,3 +390,29 @@ def test_the_plan_holds_each_nodes_file_entries_and_the_role_only_copies_them(
     assert "generated_secret" not in tasks_text
     role_vars = yaml.safe_load((ROLE_DIR / "vars/main.yml").read_text())
     assert not [name for name in role_vars if name.endswith("unit_dir")]
+
+
+def test_the_plan_says_what_a_node_without_the_lifecycle_removes(tmp_path: Path) -> None:
+    # Planned without policies too: the policies removed leave the timers until then.
+    plan = build_plan(nodes(tmp_path), inventory_dir=tmp_path, fetch=False)
+    assert plan["lifecycle"] is None
+    assert plan["timer_removal"]["lifecycle"] == {
+        "unit": "clusterforge-lifecycle",
+        "timer": "/etc/systemd/system/clusterforge-lifecycle.timer",
+        "paths": [
+            "/etc/systemd/system/clusterforge-lifecycle.timer",
+            "/etc/systemd/system/clusterforge-lifecycle.service",
+            "/etc/clusterforge/lifecycle",
+            "/usr/local/lib/clusterforge/lifecycle",
+            "/usr/local/lib/clusterforge/lifecycle_runner.py",
+            "/var/lib/prometheus/node-exporter/clusterforge_lifecycle.prom",
+            "/var/lib/clusterforge-lifecycle",
+        ],
+    }
+    role_vars = yaml.safe_load((ROLE_DIR / "vars/main.yml").read_text())
+    assert role_vars["_opensearch_lifecycle_removal"] == (
+        "{{ __clusterforge_plan.timer_removal.lifecycle }}"
+    )
+    remove_text = (ROLE_DIR / "tasks/remove.yml").read_text()
+    assert "/etc/systemd/system" not in remove_text
+    assert "_opensearch_lifecycle_removal.paths" in remove_text

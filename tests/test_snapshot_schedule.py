@@ -355,3 +355,32 @@ def test_the_plan_holds_each_nodes_file_entries_and_the_role_only_copies_them(
     }
     assert "'mode':" not in ROLE_TASKS.read_text()
     assert "generated_secret" not in ROLE_TASKS.read_text()
+
+
+def test_the_plan_says_what_a_node_without_the_schedule_removes(tmp_path: Path) -> None:
+    # Planned without a schedule too: a schedule removed leaves the timers until then.
+    plan = build_plan(
+        nodes(tmp_path, opensearch_snapshot_repository="backups"),
+        inventory_dir=tmp_path,
+        fetch=False,
+    )
+    assert plan["snapshots"]["schedule"] is None
+    assert plan["timer_removal"]["snapshots"] == {
+        "unit": "clusterforge-snapshot",
+        "timer": "/etc/systemd/system/clusterforge-snapshot.timer",
+        "paths": [
+            "/etc/systemd/system/clusterforge-snapshot.timer",
+            "/etc/systemd/system/clusterforge-snapshot.service",
+            "/etc/clusterforge/snapshot-schedule",
+            "/usr/local/lib/clusterforge/snapshots",
+            "/usr/local/lib/clusterforge/snapshot_runner.py",
+        ],
+    }
+    (_install, remove) = yaml.safe_load(ROLE_TASKS.read_text())
+    assert remove["vars"] == {
+        "__opensearch_snapshots_removal": "{{ __clusterforge_plan.timer_removal.snapshots }}"
+    }
+    assert remove["block"][-1]["loop"] == "{{ __opensearch_snapshots_removal.paths }}"
+    # No second copy of a path among the role's variables.
+    role_vars = (ROLE_TASKS.parents[1] / "vars/main.yml").read_text()
+    assert "/etc/systemd/system" not in role_vars and "/etc/clusterforge" not in role_vars

@@ -75,13 +75,17 @@ from clusterforge.plan.cluster_security import (
     plan_security_files,
     withhold_hashes,
 )
-from clusterforge.plan.lifecycle.lifecycle import complete_lifecycle, lifecycle_password
+from clusterforge.plan.lifecycle.lifecycle import (
+    complete_lifecycle,
+    lifecycle_password,
+    lifecycle_removal,
+)
 from clusterforge.plan.lifecycle.lifecycle import toolkit_user as lifecycle_toolkit_user
 from clusterforge.plan.monitoring.monitoring import plan_monitoring_user
 from clusterforge.plan.monitoring.monitoring_host import plan_monitoring_host
 from clusterforge.plan.security.ldap import ldap_facts
 from clusterforge.plan.services.orders_search import DISABLED
-from clusterforge.plan.snapshots.snapshot_schedule import complete_schedule
+from clusterforge.plan.snapshots.snapshot_schedule import complete_schedule, schedule_removal
 from clusterforge.plan.snapshots.snapshot_schedule import (
     snapshot_password as scheduled_snapshot_password,
 )
@@ -105,6 +109,7 @@ PLAN_SECTIONS = (
     "postgresql_tls",
     "snapshots",
     "lifecycle",
+    "timer_removal",
     "monitoring",
     "nodes",
 )
@@ -291,6 +296,12 @@ def build_plan(
         "snapshots": snapshots,
         # The index lifecycle's timer (docs/lifecycle.md), None without policies.
         "lifecycle": lifecycle,
+        # What a node that runs neither timer (any more) has removed: always planned, as a
+        # schedule or the policies removed leave the timers on the nodes until then.
+        "timer_removal": {
+            "snapshots": schedule_removal(),
+            "lifecycle": lifecycle_removal(),
+        },
         # The monitoring host's files and every node exporter's (docs/monitoring.md), with
         # their certificates and keys and the web password: no_log, as the whole plan is.
         "monitoring": monitoring,

@@ -40,6 +40,7 @@ from clusterforge.durations import FORMS as DURATION_FORMS
 from clusterforge.durations import duration_seconds
 from clusterforge.errors import InventoryError
 from clusterforge.plan.cluster.host_runners import (
+    RETIRED_RUNNER_PATHS,
     UNIT_DIR,
     config_json,
     credentials_json,
@@ -505,6 +506,26 @@ def runner_config(
         "state_dir": lifecycle["state_dir"],
         "metric_file": lifecycle["metric_file"],
         "period_seconds": lifecycle["period_seconds"],
+    }
+
+
+def lifecycle_removal() -> dict[str, Any]:
+    """What a node that does not run the lifecycle has removed (roles/opensearch_lifecycle,
+    tasks/remove.yml): the unit to stop, the timer whose presence says anything is there,
+    and every path the lifecycle ever placed."""
+    timer = f"{UNIT_DIR}/{UNIT_NAME}.timer"
+    return {
+        "unit": UNIT_NAME,
+        "timer": timer,
+        "paths": [
+            timer,
+            f"{UNIT_DIR}/{UNIT_NAME}.service",
+            CONFIG_DIR,
+            RUNNER_DIR,
+            RETIRED_RUNNER_PATHS[RUNNER_NAME],
+            f"{TEXTFILE_DIR}/{METRIC_FILE}",
+            STATE_DIR,
+        ],
     }
 
 

@@ -36,6 +36,7 @@ from clusterforge.durations import duration_problem
 from clusterforge.durations import duration_seconds as parse_duration
 from clusterforge.errors import InventoryError
 from clusterforge.plan.cluster.host_runners import (
+    RETIRED_RUNNER_PATHS,
     UNIT_DIR,
     config_json,
     credentials_json,
@@ -360,6 +361,24 @@ def allowed_age_seconds(period_seconds: int) -> int:
     """How old the newest scheduled snapshot may be before status calls it a problem:
     two periods (one run may fail or skip) and a minute for the snapshot itself."""
     return 2 * period_seconds + 60
+
+
+def schedule_removal() -> dict[str, Any]:
+    """What a node that does not run the schedule has removed (roles/opensearch_snapshots,
+    tasks/schedule.yml): the unit to stop, the timer whose presence says anything is
+    there, and every path the schedule ever placed."""
+    timer = f"{UNIT_DIR}/{UNIT_NAME}.timer"
+    return {
+        "unit": UNIT_NAME,
+        "timer": timer,
+        "paths": [
+            timer,
+            f"{UNIT_DIR}/{UNIT_NAME}.service",
+            CONFIG_DIR,
+            RUNNER_DIR,
+            RETIRED_RUNNER_PATHS[RUNNER_NAME],
+        ],
+    }
 
 
 def complete_schedule(
