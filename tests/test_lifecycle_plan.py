@@ -224,7 +224,20 @@ def test_the_plan_gives_the_eligible_nodes_the_timer_and_the_user_least_privileg
     password_file = tmp_path / ".opensearch" / f"{LIFECYCLE_USER}.password"
     password = password_file.read_text().strip()
     assert oct(password_file.stat().st_mode & 0o777) == "0o600"
-    assert password not in str(lifecycle)
+    # The password is in the credentials entries alone, each marked secret (no diff, no
+    # log); no other part of the section (configs, units, other files) holds it.
+    secret_entries = [
+        entry for entries in lifecycle["files"].values() for entry in entries if entry.get("secret")
+    ]
+    assert {entry["path"] for entry in secret_entries} == {lifecycle["credentials_file"]}
+    assert len(secret_entries) == len(lifecycle["hosts"])
+    assert all(password in entry["content"] for entry in secret_entries)
+    public = {key: value for key, value in lifecycle.items() if key != "files"}
+    public["files"] = {
+        host: [entry for entry in entries if not entry.get("secret")]
+        for host, entries in lifecycle["files"].items()
+    }
+    assert password not in str(public)
     assert "OnCalendar=*:0/5" in lifecycle["timer_unit"]
     assert "RandomizedDelaySec=30" in lifecycle["timer_unit"]
     assert "User=clusterforge-lifecycle" in lifecycle["service_unit"]
@@ -307,3 +320,99 @@ def test_the_live_checks_policy_is_the_issues_and_passes_the_check() -> None:
         assert policy["delete_after_seconds"] == 300
         assert policy["max_total_size_bytes"] is not None
     assert events["kind"] == "alias" and stream["kind"] == "data_stream"
+
+
+ROLE_DIR = Path(__file__).resolve().parents[1] / "roles/opensearch_lifecycle"
+
+
+def test_the_plan_holds_each_nodes_file_entries_and_the_role_only_copies_them(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from ansible.plugins.filter.core import to_json, to_nice_json
+
+    inventory = nodes(tmp_path, **{VARIABLE: [EVENTS]})
+    plan = build_plan(inventory, inventory_dir=tmp_path, fetch=False)
+    lifecycle = plan["lifecycle"]
+    password = (tmp_path / ".opensearch" / f"{LIFECYCLE_USER}.password").read_text().strip()
+    for mapping in ("directories", "files", "absent"):
+        assert set(lifecycle[mapping]) == {"os-1", "os-2", "os-3"}, mapping
+    user = "clusterforge-lifecycle"
+    directories = {
+        entry["path"]: (entry["owner"], entry["group"], entry["mode"])
+        for entry in lifecycle["directories"]["os-2"]
+    }
+    assert directories == {
+        "/usr/local/lib/clusterforge": ("root", "root", "0755"),
+        "/usr/local/lib/clusterforge/lifecycle": ("root", "root", "0755"),
+        "/usr/local/lib/clusterforge/lifecycle/host_runners": ("root", "root", "0755"),
+        "/var/lib/prometheus/node-exporter": ("root", "root", "0755"),
+        "/etc/clusterforge": ("root", "root", "0755"),
+        "/etc/clusterforge/lifecycle": ("root", user, "0750"),
+        "/var/lib/clusterforge-lifecycle": (user, user, "0755"),
+    }
+    files = {entry["path"]: entry for entry in lifecycle["files"]["os-2"]}
+    runner = "/usr/local/lib/clusterforge/lifecycle/host_runners"
+    assert {path: (e["owner"], e["group"], e["mode"]) for path, e in files.items()} == {
+        **{
+            f"{runner}/{name}": ("root", "root", "0644")
+            for name in ("__init__.py", "__main__.py", "common.py", "lifecycle.py")
+        },
+        "/etc/clusterforge/lifecycle/config.json": ("root", user, "0640"),
+        "/etc/clusterforge/lifecycle/credentials.json": (user, user, "0600"),
+        "/etc/systemd/system/clusterforge-lifecycle.service": ("root", "root", "0644"),
+        "/etc/systemd/system/clusterforge-lifecycle.timer": ("root", "root", "0644"),
+    }
+    # The contents are what the role's filters made of the same values, byte for byte.
+    config = files["/etc/clusterforge/lifecycle/config.json"]
+    assert config["content"] == to_nice_json(lifecycle["configs"]["os-2"])
+    assert json.loads(config["content"])["node"] == "os-2"
+    credentials = files["/etc/clusterforge/lifecycle/credentials.json"]
+    assert credentials["secret"] is True
+    assert credentials["content"] == to_json({"username": LIFECYCLE_USER, "password": password})
+    assert [path for path, entry in files.items() if entry.get("secret")] == [credentials["path"]]
+    service = files["/etc/systemd/system/clusterforge-lifecycle.service"]
+    assert service["content"] == lifecycle["service_unit"]
+    assert lifecycle["unit_dir"] == "/etc/systemd/system"
+    assert lifecycle["absent"]["os-3"] == ["/usr/local/lib/clusterforge/lifecycle_runner.py"]
+    # The role passes the plan's entries and builds none: no entry literal in its task, and
+    # no second copy of the unit directory among its variables.
+    tasks_text = (ROLE_DIR / "tasks/install.yml").read_text()
+    place = yaml.safe_load(tasks_text)[0]
+    arguments = place["clusterforge.stack.clusterforge_files"]
+    assert {key: arguments[key] for key in ("directories", "files", "absent")} == {
+        "directories": "{{ _opensearch_lifecycle_plan.directories[inventory_hostname] }}",
+        "files": "{{ _opensearch_lifecycle_plan.files[inventory_hostname] }}",
+        "absent": "{{ _opensearch_lifecycle_plan.absent[inventory_hostname] }}",
+    }
+    assert "'mode':" not in tasks_text
+    assert "generated_secret" not in tasks_text
+    role_vars = yaml.safe_load((ROLE_DIR / "vars/main.yml").read_text())
+    assert not [name for name in role_vars if name.endswith("unit_dir")]
+
+
+def test_the_plan_says_what_a_node_without_the_lifecycle_removes(tmp_path: Path) -> None:
+    # Planned without policies too: the policies removed leave the timers until then.
+    plan = build_plan(nodes(tmp_path), inventory_dir=tmp_path, fetch=False)
+    assert plan["lifecycle"] is None
+    assert plan["timer_removal"]["lifecycle"] == {
+        "unit": "clusterforge-lifecycle",
+        "timer": "/etc/systemd/system/clusterforge-lifecycle.timer",
+        "paths": [
+            "/etc/systemd/system/clusterforge-lifecycle.timer",
+            "/etc/systemd/system/clusterforge-lifecycle.service",
+            "/etc/clusterforge/lifecycle",
+            "/usr/local/lib/clusterforge/lifecycle",
+            "/usr/local/lib/clusterforge/lifecycle_runner.py",
+            "/var/lib/prometheus/node-exporter/clusterforge_lifecycle.prom",
+            "/var/lib/clusterforge-lifecycle",
+        ],
+    }
+    role_vars = yaml.safe_load((ROLE_DIR / "vars/main.yml").read_text())
+    assert role_vars["_opensearch_lifecycle_removal"] == (
+        "{{ __clusterforge_plan.timer_removal.lifecycle }}"
+    )
+    remove_text = (ROLE_DIR / "tasks/remove.yml").read_text()
+    assert "/etc/systemd/system" not in remove_text
+    assert "_opensearch_lifecycle_removal.paths" in remove_text

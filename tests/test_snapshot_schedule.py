@@ -215,8 +215,20 @@ def test_the_plan_gives_each_node_its_files_and_the_user_its_role(tmp_path: Path
     assert password_file == tmp_path / ".opensearch" / f"{SNAPSHOT_USER}.password"
     assert password_file.stat().st_mode & 0o777 == 0o600
     password = password_file.read_text().strip()
-    # The password is in no part of the plan; the roles read the file with a lookup.
-    assert password not in json.dumps(plan["snapshots"])
+    # The password is in the credentials entries alone, each marked secret (no diff, no
+    # log); no other part of the section (configs, units, other files) holds it.
+    secret_entries = [
+        entry for entries in schedule["files"].values() for entry in entries if entry.get("secret")
+    ]
+    assert {entry["path"] for entry in secret_entries} == {schedule["credentials_file"]}
+    assert len(secret_entries) == len(schedule["hosts"])
+    public = {key: value for key, value in schedule.items() if key != "files"}
+    public["files"] = {
+        host: [entry for entry in entries if not entry.get("secret")]
+        for host, entries in schedule["files"].items()
+    }
+    assert password not in json.dumps({**plan["snapshots"], "schedule": public})
+    assert all(json.loads(entry["content"])["password"] == password for entry in secret_entries)
     config = schedule["configs"]["os-2"]
     assert config["node"] == "os-2"
     assert config["urls"][0] == "https://127.0.0.62:9200"
@@ -276,3 +288,99 @@ def test_a_user_of_the_inventory_may_not_take_the_snapshot_users_name() -> None:
             opensearch_security_users=[{"name": SNAPSHOT_USER, "password": "Some-Password-3f9a"}]
         )
     assert "the name of the scheduled snapshots' own user" in str(raised.value)
+
+
+ROLE_TASKS = Path(__file__).resolve().parents[1] / "roles/opensearch_snapshots/tasks/schedule.yml"
+
+
+def test_the_plan_holds_each_nodes_file_entries_and_the_role_only_copies_them(
+    tmp_path: Path,
+) -> None:
+    from ansible.plugins.filter.core import to_json, to_nice_json
+
+    inventory = nodes(
+        tmp_path,
+        opensearch_snapshot_repository="backups",
+        opensearch_snapshot_schedule="daily",
+        opensearch_snapshot_schedule_nodes=["os-1", "os-3"],
+    )
+    plan = build_plan(inventory, inventory_dir=tmp_path, fetch=False)
+    schedule = plan["snapshots"]["schedule"]
+    password = (tmp_path / ".opensearch" / f"{SNAPSHOT_USER}.password").read_text().strip()
+    for mapping in ("directories", "files", "absent"):
+        assert set(schedule[mapping]) == {"os-1", "os-3"}, mapping
+    directories = {
+        entry["path"]: (entry["owner"], entry["group"], entry["mode"])
+        for entry in schedule["directories"]["os-3"]
+    }
+    assert directories == {
+        "/usr/local/lib/clusterforge": ("root", "root", "0755"),
+        "/usr/local/lib/clusterforge/snapshots": ("root", "root", "0755"),
+        "/usr/local/lib/clusterforge/snapshots/host_runners": ("root", "root", "0755"),
+        "/etc/clusterforge/snapshot-schedule": ("root", "root", "0700"),
+        "/var/lib/prometheus/node-exporter": ("root", "root", "0755"),
+    }
+    files = {entry["path"]: entry for entry in schedule["files"]["os-3"]}
+    runner = "/usr/local/lib/clusterforge/snapshots/host_runners"
+    assert {path: (e["owner"], e["group"], e["mode"]) for path, e in files.items()} == {
+        **{
+            f"{runner}/{name}": ("root", "root", "0644")
+            for name in ("__init__.py", "__main__.py", "common.py", "snapshots.py")
+        },
+        "/etc/clusterforge/snapshot-schedule/config.json": ("root", "root", "0600"),
+        "/etc/clusterforge/snapshot-schedule/credentials.json": ("root", "root", "0600"),
+        "/etc/systemd/system/clusterforge-snapshot.service": ("root", "root", "0644"),
+        "/etc/systemd/system/clusterforge-snapshot.timer": ("root", "root", "0644"),
+    }
+    # The contents are what the role's filters made of the same values, byte for byte.
+    config = files["/etc/clusterforge/snapshot-schedule/config.json"]
+    assert config["content"] == to_nice_json(schedule["configs"]["os-3"])
+    assert json.loads(config["content"])["node"] == "os-3"
+    credentials = files["/etc/clusterforge/snapshot-schedule/credentials.json"]
+    assert credentials["secret"] is True
+    assert credentials["content"] == to_json({"username": SNAPSHOT_USER, "password": password})
+    assert [path for path, entry in files.items() if entry.get("secret")] == [credentials["path"]]
+    timer = files["/etc/systemd/system/clusterforge-snapshot.timer"]
+    assert timer["content"] == schedule["timer_unit"]
+    assert schedule["unit_dir"] == "/etc/systemd/system"
+    assert schedule["absent"]["os-1"] == ["/usr/local/lib/clusterforge/snapshot_runner.py"]
+    # The role passes the plan's entries and builds none: no entry literal in its task.
+    (install, _remove) = yaml.safe_load(ROLE_TASKS.read_text())
+    (place, _start) = install["block"]
+    arguments = place["clusterforge.stack.clusterforge_files"]
+    assert arguments == {
+        "directories": "{{ __opensearch_snapshots_schedule.directories[inventory_hostname] }}",
+        "files": "{{ __opensearch_snapshots_schedule.files[inventory_hostname] }}",
+        "absent": "{{ __opensearch_snapshots_schedule.absent[inventory_hostname] }}",
+    }
+    assert "'mode':" not in ROLE_TASKS.read_text()
+    assert "generated_secret" not in ROLE_TASKS.read_text()
+
+
+def test_the_plan_says_what_a_node_without_the_schedule_removes(tmp_path: Path) -> None:
+    # Planned without a schedule too: a schedule removed leaves the timers until then.
+    plan = build_plan(
+        nodes(tmp_path, opensearch_snapshot_repository="backups"),
+        inventory_dir=tmp_path,
+        fetch=False,
+    )
+    assert plan["snapshots"]["schedule"] is None
+    assert plan["timer_removal"]["snapshots"] == {
+        "unit": "clusterforge-snapshot",
+        "timer": "/etc/systemd/system/clusterforge-snapshot.timer",
+        "paths": [
+            "/etc/systemd/system/clusterforge-snapshot.timer",
+            "/etc/systemd/system/clusterforge-snapshot.service",
+            "/etc/clusterforge/snapshot-schedule",
+            "/usr/local/lib/clusterforge/snapshots",
+            "/usr/local/lib/clusterforge/snapshot_runner.py",
+        ],
+    }
+    (_install, remove) = yaml.safe_load(ROLE_TASKS.read_text())
+    assert remove["vars"] == {
+        "__opensearch_snapshots_removal": "{{ __clusterforge_plan.timer_removal.snapshots }}"
+    }
+    assert remove["block"][-1]["loop"] == "{{ __opensearch_snapshots_removal.paths }}"
+    # No second copy of a path among the role's variables.
+    role_vars = (ROLE_TASKS.parents[1] / "vars/main.yml").read_text()
+    assert "/etc/systemd/system" not in role_vars and "/etc/clusterforge" not in role_vars

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from clusterforge.plan.snapshots.snapshot_schedule import schedule_removal
+
 ROOT = Path(__file__).resolve().parents[1]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 REPOSITORY = "backups"
@@ -147,6 +149,8 @@ def play(tmp_path: Path, standin: StandinSnapshotApi, tasks: list[str], **inputs
         },
         "nodes": {"localhost": {"url": standin.url}},
         "snapshots": {"repository": REPOSITORY, "location": standin.location, "policy": None},
+        # No schedule: schedule.yml stops and removes a timer here, at the plan's paths.
+        "timer_removal": {"snapshots": schedule_removal()},
     }
     (tmp_path / "plan.yml").write_text(yaml.safe_dump({"__clusterforge_plan": plan}))
     document = [

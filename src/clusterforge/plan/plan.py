@@ -37,12 +37,14 @@ clusterforge.plan.services.orders_search): the user and roles go into the securi
 template into ``orders_search``, and the settings into ``services``; the user's password
 goes only into the service's settings file, which its role writes.
 
-Nothing secret is in the plan but the services' settings files: passwords are validated
+Nothing secret is in the plan but the files that must hold one: passwords are validated
 and turned into bcrypt hashes here, and the CA passphrase only unlocks the CA key in
 memory. The security files hold hashes and each service host's ``services`` entry its
 settings file (``content``: tokens, a database URL, the delivery's password), which its
-role copies (0600) as the nodes' roles copy ``nodes``; so the action's result is no_log,
-and whoever shows the plan withholds them (:func:`host_files` writes ``public_content``).
+role copies (0600) as the nodes' roles copy ``nodes``; the monitoring's files and the
+timers' credentials files (``snapshots.schedule.files``, ``lifecycle.files``) are
+entries marked ``secret``. So the action's result is no_log, and whoever shows the plan
+withholds them (:func:`host_files` writes ``public_content`` and none of those).
 """
 
 from __future__ import annotations
@@ -73,13 +75,17 @@ from clusterforge.plan.cluster_security import (
     plan_security_files,
     withhold_hashes,
 )
-from clusterforge.plan.lifecycle.lifecycle import complete_lifecycle, lifecycle_password
+from clusterforge.plan.lifecycle.lifecycle import (
+    complete_lifecycle,
+    lifecycle_password,
+    lifecycle_removal,
+)
 from clusterforge.plan.lifecycle.lifecycle import toolkit_user as lifecycle_toolkit_user
 from clusterforge.plan.monitoring.monitoring import plan_monitoring_user
 from clusterforge.plan.monitoring.monitoring_host import plan_monitoring_host
 from clusterforge.plan.security.ldap import ldap_facts
 from clusterforge.plan.services.orders_search import DISABLED
-from clusterforge.plan.snapshots.snapshot_schedule import complete_schedule
+from clusterforge.plan.snapshots.snapshot_schedule import complete_schedule, schedule_removal
 from clusterforge.plan.snapshots.snapshot_schedule import (
     snapshot_password as scheduled_snapshot_password,
 )
@@ -103,6 +109,7 @@ PLAN_SECTIONS = (
     "postgresql_tls",
     "snapshots",
     "lifecycle",
+    "timer_removal",
     "monitoring",
     "nodes",
 )
@@ -204,6 +211,7 @@ def build_plan(
                 cluster,
                 repository=str(snapshots["repository"]),
                 ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
+                password=snapshot_password,
             ),
         }
     # The monitoring's exporter user (docs/monitoring.md), planned once: the security
@@ -230,9 +238,13 @@ def build_plan(
     if lifecycle is not None and pki is not None:
         # The index lifecycle (clusterforge.plan.lifecycle.lifecycle): the runner's engine user, its
         # password generated once on the control node, and what each eligible node gets.
-        lifecycle_rows.append(lifecycle_toolkit_user(lifecycle, lifecycle_password(inventory_dir)))
+        runner_password = lifecycle_password(inventory_dir)
+        lifecycle_rows.append(lifecycle_toolkit_user(lifecycle, runner_password))
         lifecycle = complete_lifecycle(
-            lifecycle, cluster, ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}"
+            lifecycle,
+            cluster,
+            ca_file=f"{cluster.config_dir}/{NODE_CA_FILE}",
+            password=runner_password,
         )
     # Only a plan that looked at the nodes says what their opensearch.yml needs; without
     # the look the field is absent and roles/opensearch restarts on any change.
@@ -284,6 +296,12 @@ def build_plan(
         "snapshots": snapshots,
         # The index lifecycle's timer (docs/lifecycle.md), None without policies.
         "lifecycle": lifecycle,
+        # What a node that runs neither timer (any more) has removed: always planned, as a
+        # schedule or the policies removed leave the timers on the nodes until then.
+        "timer_removal": {
+            "snapshots": schedule_removal(),
+            "lifecycle": lifecycle_removal(),
+        },
         # The monitoring host's files and every node exporter's (docs/monitoring.md), with
         # their certificates and keys and the web password: no_log, as the whole plan is.
         "monitoring": monitoring,

@@ -9,6 +9,8 @@ The unit runs ``python3 -I <directory>/host_runners/__main__.py <runner> <config
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ PACKAGE_NAME = "host_runners"
 # The package's files every runner needs: the package itself, its entry, the shared code.
 SHARED_FILES = ("__init__.py", "__main__.py", "common.py")
 RUNNER_NAMES = ("snapshots", "lifecycle")
+# Where each runner's timer and its service go; a unit placed there changed reloads
+# systemd (the roles compare the paths they placed with it).
+UNIT_DIR = "/etc/systemd/system"
 # Where each runner stood before it was a package (one file); a rerun removes it.
 RETIRED_RUNNER_PATHS = {
     "snapshots": "/usr/local/lib/clusterforge/snapshot_runner.py",
@@ -49,6 +54,30 @@ def runner_files(runner: str, directory: str) -> list[dict[str, Any]]:
         }
         for name in (*SHARED_FILES, f"{runner}.py")
     ]
+
+
+def unit_files(unit: str, *, service_unit: str, timer_unit: str) -> list[dict[str, Any]]:
+    """The runner's service and timer (clusterforge_files entries; root's, 0644)."""
+    return [
+        {
+            "path": f"{UNIT_DIR}/{unit}.{kind}",
+            "owner": "root",
+            "group": "root",
+            "mode": "0644",
+            "content": content,
+        }
+        for kind, content in (("service", service_unit), ("timer", timer_unit))
+    ]
+
+
+def credentials_json(username: str, password: str) -> str:
+    """The runner's credentials file, as the runner reads it (one line of JSON)."""
+    return json.dumps({"username": username, "password": password})
+
+
+def config_json(config: Mapping[str, Any]) -> str:
+    """A node's config.json: indented, keys sorted, as a person reads it on the node."""
+    return json.dumps(config, indent=4, sort_keys=True, separators=(",", ": "))
 
 
 def runner_directories(directory: str) -> list[dict[str, Any]]:

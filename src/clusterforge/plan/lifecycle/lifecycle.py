@@ -16,7 +16,9 @@ the runs to whichever node is elected next. The service runs as the system user
 :data:`LIFECYCLE_USER`, whose role may read and manage the policies' indices and nothing
 else. Its password is generated once on the control node into
 ``<inventory>/.opensearch/<user>.password`` (0600) and only written to the nodes'
-credentials file, 0600 and owned by the system user (root and that user alone read it).
+credentials file, 0600 and owned by the system user (root and that user alone read it);
+the plan's entry for that file holds it, marked ``secret``, in the no_log plan result,
+and no other part of the plan does.
 The settings are root's, readable by the user's group; the CA is a copy of the node's
 (whose certificate directory only the engine's group may read).
 
@@ -37,7 +39,15 @@ from typing import TYPE_CHECKING, Any
 from clusterforge.durations import FORMS as DURATION_FORMS
 from clusterforge.durations import duration_seconds
 from clusterforge.errors import InventoryError
-from clusterforge.plan.cluster.host_runners import runner_files, runner_placement
+from clusterforge.plan.cluster.host_runners import (
+    RETIRED_RUNNER_PATHS,
+    UNIT_DIR,
+    config_json,
+    credentials_json,
+    runner_files,
+    runner_placement,
+    unit_files,
+)
 from clusterforge.plan.security.toolkit_users import (
     ToolkitUser,
     generated_password,
@@ -499,11 +509,33 @@ def runner_config(
     }
 
 
+def lifecycle_removal() -> dict[str, Any]:
+    """What a node that does not run the lifecycle has removed (roles/opensearch_lifecycle,
+    tasks/remove.yml): the unit to stop, the timer whose presence says anything is there,
+    and every path the lifecycle ever placed."""
+    timer = f"{UNIT_DIR}/{UNIT_NAME}.timer"
+    return {
+        "unit": UNIT_NAME,
+        "timer": timer,
+        "paths": [
+            timer,
+            f"{UNIT_DIR}/{UNIT_NAME}.service",
+            CONFIG_DIR,
+            RUNNER_DIR,
+            RETIRED_RUNNER_PATHS[RUNNER_NAME],
+            f"{TEXTFILE_DIR}/{METRIC_FILE}",
+            STATE_DIR,
+        ],
+    }
+
+
 def complete_lifecycle(
-    lifecycle: Mapping[str, Any], cluster: Cluster, *, ca_file: str
+    lifecycle: Mapping[str, Any], cluster: Cluster, *, ca_file: str, password: str
 ) -> dict[str, Any]:
     """The checked lifecycle with what the nodes get: each node's config.json, the timer
-    and service units, and the runner package's files (roles/opensearch_lifecycle copies them)."""
+    and service units, the runner package's files, and per node the directories, files
+    (the credentials marked ``secret``) and retired paths that
+    roles/opensearch_lifecycle/tasks/install.yml copies as they are."""
     from clusterforge.plan.cluster.render import render_template
 
     urls = {node.inventory_name: cluster.http_url(node) for node in cluster.nodes}
@@ -511,20 +543,69 @@ def complete_lifecycle(
     # The role copies the node's CA (``ca_source``) to ``ca_copy``, which the runner reads.
     lifecycle = {**lifecycle, "ca_source": ca_file}
     context = {"lifecycle": lifecycle, "cluster_name": cluster.name}
+    configs = {
+        host: runner_config(
+            lifecycle,
+            cluster_name=cluster.name,
+            node=host,
+            node_name=names[host],
+            urls=[urls[host], *(url for name, url in urls.items() if name != host)],
+            ca_file=str(lifecycle["ca_copy"]),
+        )
+        for host in lifecycle["hosts"]
+    }
+    timer_unit = render_template("clusterforge-lifecycle.timer.j2", **context)
+    service_unit = render_template("clusterforge-lifecycle.service.j2", **context)
+    package_files = runner_files(RUNNER_NAME, RUNNER_DIR)
+    system_user = str(lifecycle["system_user"])
+    config_dir = str(lifecycle["config_dir"])
+    # The runner runs as its own system user: the settings parent stays traversable (the
+    # lab's first run found it 0700, as another role had created it, and every run failed
+    # with Permission denied), the settings directory its group may enter, its state
+    # directory its own.
+    directories = [
+        *lifecycle["runner_directories"],
+        {"path": lifecycle["textfile_dir"], "owner": "root", "group": "root", "mode": "0755"},
+        {"path": config_dir.rsplit("/", 1)[0], "owner": "root", "group": "root", "mode": "0755"},
+        {"path": config_dir, "owner": "root", "group": system_user, "mode": "0750"},
+        {
+            "path": lifecycle["state_dir"],
+            "owner": system_user,
+            "group": system_user,
+            "mode": "0755",
+        },
+    ]
+    credentials = {
+        "path": lifecycle["credentials_file"],
+        "owner": system_user,
+        "group": system_user,
+        "mode": "0600",
+        "secret": True,
+        "content": credentials_json(str(lifecycle["username"]), password),
+    }
+    units = unit_files(str(lifecycle["unit"]), service_unit=service_unit, timer_unit=timer_unit)
     return {
         **lifecycle,
-        "configs": {
-            host: runner_config(
-                lifecycle,
-                cluster_name=cluster.name,
-                node=host,
-                node_name=names[host],
-                urls=[urls[host], *(url for name, url in urls.items() if name != host)],
-                ca_file=str(lifecycle["ca_copy"]),
-            )
+        "configs": configs,
+        "timer_unit": timer_unit,
+        "service_unit": service_unit,
+        "runner_files": package_files,
+        "unit_dir": UNIT_DIR,
+        "directories": {host: directories for host in lifecycle["hosts"]},
+        "files": {
+            host: [
+                *package_files,
+                {
+                    "path": lifecycle["config_file"],
+                    "owner": "root",
+                    "group": system_user,
+                    "mode": "0640",
+                    "content": config_json(configs[host]),
+                },
+                credentials,
+                *units,
+            ]
             for host in lifecycle["hosts"]
         },
-        "timer_unit": render_template("clusterforge-lifecycle.timer.j2", **context),
-        "service_unit": render_template("clusterforge-lifecycle.service.j2", **context),
-        "runner_files": runner_files(RUNNER_NAME, RUNNER_DIR),
+        "absent": {host: list(lifecycle["retired_runner_paths"]) for host in lifecycle["hosts"]},
     }

@@ -15,7 +15,9 @@ shared files: clusterforge.plan.cluster.host_runners) as the dedicated
 user :data:`SNAPSHOT_USER`, whose role may take, list and delete snapshots and read the
 repository, nothing else. Its password is generated once on the control node into
 ``<inventory>/.opensearch/<user>.password`` (0600) and only ever written to the nodes'
-root-only credentials file; the plan holds the file's path, never the password.
+root-only credentials file: the plan's entry for that file holds it, marked ``secret``
+(as the monitoring's are), in the no_log plan result; no other part of the plan, and
+nothing a review writes (clusterforge.plan.plan.host_files), holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from typing import TYPE_CHECKING, Any
 from clusterforge.durations import duration_problem
 from clusterforge.durations import duration_seconds as parse_duration
 from clusterforge.errors import InventoryError
-from clusterforge.plan.cluster.host_runners import runner_files, runner_placement
+from clusterforge.plan.cluster.host_runners import (
+    RETIRED_RUNNER_PATHS,
+    UNIT_DIR,
+    config_json,
+    credentials_json,
+    runner_files,
+    runner_placement,
+    unit_files,
+)
 from clusterforge.plan.security.toolkit_users import (
     ToolkitUser,
     generated_password,
@@ -270,7 +280,7 @@ def plan_schedule(
             ]
         )
     prefix = f"{cluster.name.lower()}-scheduled-"
-    # Absolute: the roles read it with a lookup, which takes a relative path from the play.
+    # Absolute: where the password is kept on the control node, as anyone reading it needs.
     password_file = (
         generated_password_path(inventory_dir.resolve(), SNAPSHOT_USER) if inventory_dir else None
     )
@@ -353,29 +363,90 @@ def allowed_age_seconds(period_seconds: int) -> int:
     return 2 * period_seconds + 60
 
 
+def schedule_removal() -> dict[str, Any]:
+    """What a node that does not run the schedule has removed (roles/opensearch_snapshots,
+    tasks/schedule.yml): the unit to stop, the timer whose presence says anything is
+    there, and every path the schedule ever placed."""
+    timer = f"{UNIT_DIR}/{UNIT_NAME}.timer"
+    return {
+        "unit": UNIT_NAME,
+        "timer": timer,
+        "paths": [
+            timer,
+            f"{UNIT_DIR}/{UNIT_NAME}.service",
+            CONFIG_DIR,
+            RUNNER_DIR,
+            RETIRED_RUNNER_PATHS[RUNNER_NAME],
+        ],
+    }
+
+
 def complete_schedule(
-    schedule: Mapping[str, Any], cluster: Cluster, *, repository: str, ca_file: str
+    schedule: Mapping[str, Any],
+    cluster: Cluster,
+    *,
+    repository: str,
+    ca_file: str,
+    password: str,
 ) -> dict[str, Any]:
     """The checked schedule with what the nodes get: each node's config.json, the timer
-    and service units, and the runner package's files (roles/opensearch_snapshots/tasks/schedule.yml
-    copies them)."""
+    and service units, the runner package's files, and per node the directories, files
+    (the credentials marked ``secret``) and retired paths that
+    roles/opensearch_snapshots/tasks/schedule.yml copies as they are."""
     from clusterforge.plan.cluster.render import render_template
 
     urls = {node.inventory_name: cluster.http_url(node) for node in cluster.nodes}
     context = {"schedule": schedule, "cluster_name": cluster.name, "repository": repository}
+    configs = {
+        host: runner_config(
+            schedule,
+            repository=repository,
+            urls=[urls[host], *(url for name, url in urls.items() if name != host)],
+            ca_file=ca_file,
+        )
+        | {"node": host}
+        for host in schedule["hosts"]
+    }
+    timer_unit = render_template("clusterforge-snapshot.timer.j2", **context)
+    service_unit = render_template("clusterforge-snapshot.service.j2", **context)
+    package_files = runner_files(RUNNER_NAME, RUNNER_DIR)
+    # The settings directory is root's alone (0700): it holds the engine credentials.
+    directories = [
+        *schedule["runner_directories"],
+        {"path": schedule["config_dir"], "owner": "root", "group": "root", "mode": "0700"},
+        {"path": schedule["textfile_dir"], "owner": "root", "group": "root", "mode": "0755"},
+    ]
+    credentials = {
+        "path": schedule["credentials_file"],
+        "owner": "root",
+        "group": "root",
+        "mode": "0600",
+        "secret": True,
+        "content": credentials_json(str(schedule["username"]), password),
+    }
+    units = unit_files(str(schedule["unit"]), service_unit=service_unit, timer_unit=timer_unit)
     return {
         **schedule,
-        "configs": {
-            host: runner_config(
-                schedule,
-                repository=repository,
-                urls=[urls[host], *(url for name, url in urls.items() if name != host)],
-                ca_file=ca_file,
-            )
-            | {"node": host}
+        "configs": configs,
+        "timer_unit": timer_unit,
+        "service_unit": service_unit,
+        "runner_files": package_files,
+        "unit_dir": UNIT_DIR,
+        "directories": {host: directories for host in schedule["hosts"]},
+        "files": {
+            host: [
+                *package_files,
+                {
+                    "path": schedule["config_file"],
+                    "owner": "root",
+                    "group": "root",
+                    "mode": "0600",
+                    "content": config_json(configs[host]),
+                },
+                credentials,
+                *units,
+            ]
             for host in schedule["hosts"]
         },
-        "timer_unit": render_template("clusterforge-snapshot.timer.j2", **context),
-        "service_unit": render_template("clusterforge-snapshot.service.j2", **context),
-        "runner_files": runner_files(RUNNER_NAME, RUNNER_DIR),
+        "absent": {host: list(schedule["retired_runner_paths"]) for host in schedule["hosts"]},
     }
