@@ -115,10 +115,10 @@ options:
   services_only:
     description:
       - Plan the services' part of the plan alone, for a run without C(playbooks/plan.yml)
-        (C(playbooks/services_plan.yml), imported by C(playbooks/services.yml)): the
-        O(validate_only) check, then the passwords the plan puts in (the order
-        delivery's, the services' PostgreSQL ones; read, or generated once) added to
-        O(checked_services).
+        (C(playbooks/services_plan.yml), imported by C(playbooks/services.yml)). It runs
+        the O(validate_only) check, then adds to O(checked_services) the passwords the
+        plan puts in (the order delivery's, the services' PostgreSQL ones; read, or
+        generated once).
       - Its result holds C(services) (no_log) and C(orders_search) (public), which the
         services' roles copy as they copy the plan's.
     type: bool

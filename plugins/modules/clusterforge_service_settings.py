@@ -7,9 +7,10 @@ module: clusterforge_service_settings
 short_description: One host's settings of one service, as the run planned them
 description:
   - Runs on the control node (no connection to the host) and copies the host's settings
-    from O(planned), the services' part of this run's plan: the plan's (C(site.yml),
-    C(playbooks/plan.yml)) or C(playbooks/services_plan.yml)'s (C(services.yml) alone:
-    the inventory check's settings with the run's passwords put in). Nothing is planned
+    from O(planned), the services' part of this run's plan, which is the plan's
+    (C(site.yml), C(playbooks/plan.yml)) or C(playbooks/services_plan.yml)'s
+    (C(services.yml) alone, the inventory check's settings with the run's passwords put
+    in). Nothing is planned
     or validated here, so a run plans and validates each service host's settings once.
   - A host the plan does not hold (the role in a playbook of one's own, without the
     inventory check and the plan) is refused, naming C(playbooks/services.yml) and
