@@ -1,8 +1,11 @@
 """The toolkit's TLS listeners graded by Debian's testssl.sh, a grader nobody here wrote
 (issue 51, item 1), served by the real programs from what the plan renders:
 
-- Prometheus and Alertmanager with the exporter-toolkit web config the monitoring plan
-  renders (the node exporter reads the same file);
+- Alertmanager with the exporter-toolkit web config the monitoring plan renders
+  (Prometheus and the node exporter read the same file; the tls molecule scenario grades
+  the deployed Prometheus, and checks every exporter-toolkit unit runs this one TLS
+  configuration, so grading Prometheus here too cost about 25 CPU-seconds of CI for
+  nothing more);
 - the lab's slapd, LDAPS and StartTLS, from clusterforge.lab.directory's config (the
   profile's TLS 1.3 part: GnuTLS in slapd accepts any client's TLS 1.2 renegotiation).
 
@@ -31,7 +34,6 @@ from clusterforge.testing.tls_grade import Grade, Port, grade_all, judge
 ADDRESS = "127.0.0.1"
 PROGRAMS = {
     "testssl": shutil.which("testssl") or shutil.which("testssl.sh"),
-    "prometheus": shutil.which("prometheus"),
     "alertmanager": shutil.which("prometheus-alertmanager"),
     "slapd": shutil.which("slapd", path="/usr/sbin:/usr/bin"),
 }
@@ -83,9 +85,8 @@ def grades(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Grade
             profile=PROFILE,
         )
     )
-    (root / "prometheus.yml").write_text("global: {scrape_interval: 1m}\n")
     (root / "alertmanager.yml").write_text("route: {receiver: none}\nreceivers: [{name: none}]\n")
-    ports = {name: free_port() for name in ("prometheus", "alertmanager", "ldaps", "ldap")}
+    ports = {name: free_port() for name in ("alertmanager", "ldaps", "ldap")}
     files = DirectoryFiles(
         root=root / "slapd", cert=issued.cert_path, key=issued.key_path, ca=ca.cert_path
     )
@@ -95,13 +96,6 @@ def grades(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Grade
         bind_password="Bind-Grade-5e2d",
     )
     commands = {
-        "prometheus": [
-            str(PROGRAMS["prometheus"]),
-            f"--config.file={root / 'prometheus.yml'}",
-            f"--web.config.file={web}",
-            f"--web.listen-address={ADDRESS}:{ports['prometheus']}",
-            f"--storage.tsdb.path={root / 'prometheus-data'}",
-        ],
         "alertmanager": [
             str(PROGRAMS["alertmanager"]),
             f"--config.file={root / 'alertmanager.yml'}",
@@ -122,7 +116,6 @@ def grades(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Grade
         for name, process in zip(commands, processes, strict=True):
             wait_for(ports["ldaps" if name == "slapd" else name], process)
         targets = {
-            "prometheus": Port(ADDRESS, ports["prometheus"]),
             "alertmanager": Port(ADDRESS, ports["alertmanager"]),
             "slapd ldaps": Port(ADDRESS, ports["ldaps"]),
             "slapd starttls": Port(ADDRESS, ports["ldap"], "ldap"),
@@ -134,9 +127,7 @@ def grades(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Grade
             process.wait(timeout=30)
 
 
-@pytest.mark.parametrize(
-    "listener", ["prometheus", "alertmanager", "slapd ldaps", "slapd starttls"]
-)
+@pytest.mark.parametrize("listener", ["alertmanager", "slapd ldaps", "slapd starttls"])
 def test_the_listener_grades_clean(grades: dict[str, Grade], listener: str) -> None:
     result = grades[listener]
     assert result.problems == [], f"{result.port} offers {result.offered}"
