@@ -4,7 +4,7 @@
 - Alertmanager with the exporter-toolkit web config the monitoring plan renders
   (Prometheus and the node exporter read the same file; the tls molecule scenario grades
   the deployed Prometheus, and checks every exporter-toolkit unit runs this one TLS
-  configuration, so grading Prometheus here too cost about 25 CPU-seconds of CI for
+  configuration, so grading Prometheus here too cost about 8 CPU-seconds of CI for
   nothing more);
 - the lab's slapd, LDAPS and StartTLS, from clusterforge.lab.directory's config (the
   profile's TLS 1.3 part: GnuTLS in slapd accepts any client's TLS 1.2 renegotiation).
