@@ -30,8 +30,7 @@ from clusterforge.lab.containers import (
     USER_DIRECTORY_TOKEN,
 )
 from clusterforge.lab.directory_container import LabDirectory, remove_directory
-from clusterforge.lab.engine import ensure_docker_engine, ensure_max_map_count
-from clusterforge.lab.image import CURRENT_IMAGE, ensure_lab_image
+from clusterforge.lab.image import CURRENT_IMAGE, prepare_lab_host
 from clusterforge.lab.lab_inventory import (
     LAB_PLUGINS,
     LAB_PYTHON,
@@ -241,9 +240,7 @@ class Lab(LabInventory):
 
     def prepare(self) -> str:
         """A running docker engine, the kernel setting, and the lab image; returns its tag."""
-        ensure_docker_engine()
-        ensure_max_map_count()
-        return ensure_lab_image()
+        return prepare_lab_host()
 
     def up(
         self,
