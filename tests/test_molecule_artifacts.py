@@ -101,3 +101,33 @@ def test_prefetch_fails_naming_a_missing_scenario(
 ) -> None:
     assert main(["--repo", str(tmp_path), "nonesuch"]) == 1
     assert "molecule/nonesuch/molecule.yml" in capsys.readouterr().err
+
+
+def test_prefetch_names_the_scenario_and_the_variable_it_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "molecule/bad").mkdir(parents=True)
+    (tmp_path / "molecule/bad/molecule.yml").write_text(
+        "platforms:\n"
+        + "".join(f"  - {{name: node-{n}, groups: [opensearch]}}\n" for n in (1, 2, 3))
+        + "provisioner:\n  inventory:\n    group_vars:\n      opensearch:\n"
+        "        opensearch_security_mode: open\n        opensearch_version: '2.19'\n"
+        "    host_vars:\n"
+        + "".join(f"      node-{n}: {{opensearch_network_host: 127.0.0.{n}}}\n" for n in (1, 2, 3))
+    )
+    assert main(["--repo", str(tmp_path), "bad"]) == 1
+    err = capsys.readouterr().err
+    assert "scenario bad:" in err
+    assert "opensearch_version '2.19' is malformed" in err
+
+
+def test_prefetch_refuses_an_inventory_form_it_does_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "molecule/linked").mkdir(parents=True)
+    (tmp_path / "molecule/linked/molecule.yml").write_text(
+        "platforms: [{name: node-1, groups: [opensearch]}]\n"
+        "provisioner:\n  inventory:\n    links: {group_vars: ../../inventories/x/group_vars}\n"
+    )
+    assert main(["--repo", str(tmp_path), "linked"]) == 1
+    assert "provisioner.inventory.links is not read" in capsys.readouterr().err

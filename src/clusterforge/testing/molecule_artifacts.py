@@ -132,6 +132,13 @@ def write_inventory(config: Mapping[str, Any], directory: Path) -> Path:
         for group in platform.get("groups") or []:
             groups.setdefault(str(group), {"hosts": {}})["hosts"][name] = None
     inventory = (config.get("provisioner") or {}).get("inventory") or {}
+    unread = sorted(set(inventory) - {"group_vars", "host_vars"})
+    if unread:
+        # Read no inventory but the one molecule gives: refuse what this does not read.
+        raise ScenarioError(
+            f"provisioner.inventory.{unread[0]} is not read by the prefetch; give the "
+            "scenario's variables as provisioner.inventory.group_vars and host_vars"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     hosts = {"all": {"hosts": ungrouped, "children": groups}}
     (directory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
@@ -163,17 +170,23 @@ def prefetch(repo: Path, scenarios: Sequence[str]) -> None:
     """Fetch every archive the scenarios' converges need, one line per archive."""
     for scenario in scenarios:
         started = time.monotonic()
-        with scenario_inventory(repo, scenario) as inventory:
-            if inventory is None:
-                print(f"{scenario}: no OpenSearch node, nothing to fetch", flush=True)
-                continue
-
-            def report(what: str, artifact: FetchedArtifact, scenario: str = scenario) -> None:
-                state = "fetched" if artifact.fetched else "cached"
-                print(f"{scenario}: {what}: {state} {artifact.path}", flush=True)
-
-            fetch_inventory_artifacts(inventory, project_root=repo, report=report)
+        try:
+            _prefetch_scenario(repo, scenario)
+        except ClusterforgeError as error:
+            raise ScenarioError(f"scenario {scenario}: {error}") from error
         print(f"{scenario}: done in {time.monotonic() - started:.0f}s", flush=True)
+
+
+def _prefetch_scenario(repo: Path, scenario: str) -> None:
+    def report(what: str, artifact: FetchedArtifact) -> None:
+        state = "fetched" if artifact.fetched else "cached"
+        print(f"{scenario}: {what}: {state} {artifact.path}", flush=True)
+
+    with scenario_inventory(repo, scenario) as inventory:
+        if inventory is None:
+            print(f"{scenario}: no OpenSearch node, nothing to fetch", flush=True)
+            return
+        fetch_inventory_artifacts(inventory, project_root=repo, report=report)
 
 
 def main(argv: list[str] | None = None) -> int:
