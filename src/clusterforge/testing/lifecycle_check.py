@@ -301,7 +301,7 @@ class Check:
         )
         lines = []
         for line in result.stdout.splitlines():
-            at, _, rest = line.partition(" ")
+            at, _space, rest = line.partition(" ")
             message = rest[rest.find("clusterforge-lifecycle ") :]
             if "clusterforge-lifecycle " in rest:
                 lines.append((float(at), message))
