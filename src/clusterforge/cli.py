@@ -1,4 +1,7 @@
-"""The ``clusterforge`` command: ``render`` writes every host's files for review.
+"""The ``clusterforge`` command: ``render`` writes every host's files for review, and
+``fetch`` fills the control node's artifact cache for an inventory
+(clusterforge.inventory.fetch: the same inventory door and model, no host touched),
+printing each archive's path and whether it was fetched now or already cached.
 
 ``scripts/render`` calls it. It reads the inventory through the one door
 (clusterforge.inventory: Ansible's own inventory loader, group_vars, host_vars, vault and
@@ -109,6 +112,35 @@ def _error_lines(error: ClusterforgeError) -> Sequence[str]:
     return [line for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
 
 
+def fetch_to_cache(
+    inventory: Path, group: str, *, vault_password_file: Path | None = None
+) -> list[str]:
+    """Fill the artifact cache for the inventory; one line per archive (its path, and
+    ``fetched`` or ``cached``, or ``local file`` for a zip the inventory names on this
+    machine, used where it is), printed as each lands."""
+    from clusterforge.inventory.fetch import fetch_inventory_artifacts
+    from clusterforge.plan.cluster.artifacts import FetchedArtifact, cache_dir
+
+    lines: list[str] = []
+    cache = cache_dir().resolve()
+
+    def report(what: str, artifact: FetchedArtifact) -> None:
+        if artifact.fetched:
+            state = "fetched"
+        elif artifact.path.resolve().is_relative_to(cache):
+            state = "cached"
+        else:
+            state = "local file"
+        line = f"{artifact.path}  {state}  ({what})"
+        print(line, flush=True)
+        lines.append(line)
+
+    fetch_inventory_artifacts(
+        inventory, group, vault_password_file=vault_password_file, report=report
+    )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="clusterforge")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -123,7 +155,27 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="file holding the password of the inventory's ansible-vault files",
     )
+    fetch = commands.add_parser(
+        "fetch",
+        help="fill the control node's artifact cache for an inventory (no host is touched)",
+    )
+    fetch.add_argument("--inventory", type=Path, required=True, help="inventory file or directory")
+    fetch.add_argument("--group", default="opensearch", help="group of the OpenSearch nodes")
+    fetch.add_argument(
+        "--vault-password-file",
+        type=Path,
+        default=None,
+        help="file holding the password of the inventory's ansible-vault files",
+    )
     args = parser.parse_args(argv)
+    if args.command == "fetch":
+        try:
+            fetch_to_cache(args.inventory, args.group, vault_password_file=args.vault_password_file)
+        except ClusterforgeError as error:
+            for line in _error_lines(error):
+                print(f"clusterforge: error: {line}", file=sys.stderr)
+            return 1
+        return 0
     try:
         written = render_to_directory(
             args.inventory,

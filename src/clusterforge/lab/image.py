@@ -2,22 +2,30 @@
 
 The image is named by a hash of its recipe (the package list and the setup commands),
 so a changed recipe builds a new image and an unchanged one is reused.
+
+`python3 -m clusterforge.lab.image` prepares the lab host (docker engine, kernel setting,
+image) with the standard library alone, so a fresh machine can start the build before
+the project's virtualenv exists (.ci/run does).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from clusterforge.errors import LabError
-from clusterforge.lab.engine import apt_install
+from clusterforge.lab.engine import apt_install, ensure_docker_engine, ensure_max_map_count
 from clusterforge.lab.process import run, say
 
 IMAGE_REPOSITORY = "clusterforge-lab"
@@ -109,6 +117,35 @@ def host_debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str | None:
         if SUITE in suites.split() and "security" not in uri:
             return uri
     return None
+
+
+# One preparation at a time on this machine: a second one waits for the first and then
+# finds its image, instead of starting dockerd or debootstrap a second time.
+PREPARE_LOCK = Path(tempfile.gettempdir()) / "clusterforge-lab-prepare.lock"
+
+
+@contextmanager
+def _prepare_lock() -> Iterator[None]:
+    # Read-only is enough for flock, and lets a user without root (whose docker engine
+    # and image already exist) take the lock on the file root created.
+    descriptor = os.open(PREPARE_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another preparation of the lab host to finish ({PREPARE_LOCK})")
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def prepare_lab_host() -> str:
+    """A running docker engine, the kernel setting, and the lab image; returns its tag."""
+    with _prepare_lock():
+        ensure_docker_engine()
+        ensure_max_map_count()
+        return ensure_lab_image()
 
 
 def image_exists(tag: str) -> bool:
@@ -217,3 +254,17 @@ def _configure_rootfs(rootfs: Path) -> None:
     for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
         for entry in (rootfs / cache).glob("*.deb"):
             entry.unlink()
+
+
+def main() -> int:
+    try:
+        tag = prepare_lab_host()
+    except LabError as error:
+        print(f"clusterforge: error: {error}", file=sys.stderr)
+        return 1
+    print(tag)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

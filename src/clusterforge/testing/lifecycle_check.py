@@ -16,9 +16,11 @@ What it does, in order, each step printing one ``LIFECYCLE {...}`` line:
    that the write index is never blocked nor deleted, that nothing is deleted younger
    than its delete age (but for the size cap, while the series is over it), and that each
    rollover comes within one timer period (and its jitter, and the poll) of the write
-   index crossing a threshold. Once, right after a run, it takes the preview
-   (``decide()``) and compares it with the next run's journal line: every previewed
-   action is in it.
+   index crossing a threshold. Once, it compares the preview (``decide()``, what
+   ``scripts/lifecycle --plan`` prints) with the run that follows it: the writer pauses
+   20 s before the elected manager's next run (its runs are a period apart), the preview
+   is taken, and the run must do every previewed action and nothing but what the clock
+   alone brought due since; the writer goes on once the run is seen.
 4. ``stop`` (unless ``--no-stop``): the elected manager's engine stopped for two periods;
    another node's acting run must come, then the engine is started again.
 5. ``rule-change`` (unless ``--no-rule-change``): ``site.yml`` again with
@@ -92,6 +94,10 @@ POLICIES: list[dict[str, Any]] = [
 ]
 JITTER = 30
 POLL = 10.0
+# The writer pauses this long before the run the preview is compared with, and the
+# preview is taken PAUSE_SETTLE later, once the last bulk request is answered and visible.
+PREVIEW_LEAD = 20.0
+PAUSE_SETTLE = 5.0
 # A rollover must come within one period (plus the timer's jitter and one poll) of the
 # write index crossing a threshold.
 ROLLOVER_WITHIN = PERIOD_SECONDS + JITTER + 2 * POLL
@@ -130,10 +136,15 @@ class Writer(threading.Thread):
         # Refusals while a node is stopped on purpose are the stop's, not the lifecycle's.
         self.phase = "watch"
         self.failed_by_phase: dict[str, int] = {}
+        # Set around the preview's comparison only (Check.preview_matches_next_run).
+        self.paused = threading.Event()
 
     def run(self) -> None:
         number = 0
         while not self.stop.is_set():
+            if self.paused.is_set():
+                time.sleep(0.2)
+                continue
             lines = []
             for target in (ALIAS, STREAM):
                 for _document in range(10):
@@ -267,6 +278,10 @@ class Check:
 
     def journal(self, node: str, since: float) -> list[str]:
         """The runner's journal lines on ``node`` since ``since`` (epoch seconds)."""
+        return [line for _at, line in self.timed_journal(node, since)]
+
+    def timed_journal(self, node: str, since: float) -> list[tuple[float, str]]:
+        """The runner's journal lines on ``node`` since ``since``, each with its time."""
         result = subprocess.run(  # noqa: S603
             [  # noqa: S607 - docker on PATH, as the drills use it
                 "docker",
@@ -276,7 +291,7 @@ class Check:
                 "-u",
                 "clusterforge-lifecycle",
                 "-o",
-                "cat",
+                "short-unix",
                 "--no-pager",
                 f"--since=@{int(since)}",
             ],
@@ -284,7 +299,22 @@ class Check:
             capture_output=True,
             check=False,
         )
-        return [line for line in result.stdout.splitlines() if "clusterforge-lifecycle " in line]
+        lines = []
+        for line in result.stdout.splitlines():
+            at, _space, rest = line.partition(" ")
+            message = rest[rest.find("clusterforge-lifecycle ") :]
+            if "clusterforge-lifecycle " in rest:
+                lines.append((float(at), message))
+        return lines
+
+    def acting_runs(self, since: float) -> list[tuple[float, str]]:
+        """Every node's acting journal lines since ``since``, oldest first, with times."""
+        return sorted(
+            (at, line)
+            for node in self.facts["nodes"]
+            for at, line in self.timed_journal(str(node["name"]), since)
+            if "role=acting" in line
+        )
 
     def acting_lines(self, since: float) -> list[str]:
         return [
@@ -340,34 +370,84 @@ class Check:
         del cluster
         return series
 
-    def preview_matches_next_run(self) -> None:
-        """Right after a run: the preview, then the next run's actions."""
+    def preview_matches_next_run(self, writer: Writer) -> None:
+        """The preview against the run that follows it, with the run's inputs held still.
+
+        Under the writer, a run five minutes after a preview finds write indices the
+        preview never saw cross a threshold, and a preview taken right after a run finds
+        nothing to do: the first clean run of the whole check compared an empty preview
+        with a run of six actions, which proves nothing. So the elected manager's last
+        acting run gives its next one (its timer fires at a fixed offset, a period
+        apart); the writer pauses PREVIEW_LEAD seconds before it; the preview is taken;
+        and the run must do every previewed action and nothing else but what the clock
+        alone brought due in between (the same ``decide()`` on the preview's state, at
+        each second up to the run's). The writer goes on once the run is seen."""
         since = time.time()
-        while not self.acting_lines(since - 5) and time.time() - since < PERIOD_SECONDS + 90:
+        runs: list[tuple[float, str]] = []
+        while not runs and time.time() - since < PERIOD_SECONDS + 90:
             # Polls go on meanwhile: a deletion judged on a stale poll once took an index
             # that had rolled over since for a write index.
             self.poll(time.time())
             time.sleep(5)
-        time.sleep(3)
-        cluster, series = fetch_state(self.client, self.policies, ism=False)
-        previewed = {f"{a.action}:{a.index}" for a in decide(cluster, series, time.time()).actions}
-        after = time.time()
-        lines: list[str] = []
-        while not lines and time.time() - after < PERIOD_SECONDS + 90:
+            runs = self.acting_runs(since - PERIOD_SECONDS)
+        if not runs:
+            self.fail("no acting run came within a period: nothing to preview against")
+            return
+        next_run = runs[-1][0] + PERIOD_SECONDS
+        while time.time() < next_run - PREVIEW_LEAD:
             self.poll(time.time())
-            time.sleep(5)
-            lines = self.acting_lines(after)
-        done: set[str] = set()
-        for line in lines[:1]:
-            for part in line.split():
-                if part.startswith("actions="):
-                    done = set(part.removeprefix("actions=").split(",")) - {"none"}
-        missing = previewed - done
-        say("preview", previewed=sorted(previewed), run=sorted(done), missing=sorted(missing))
+            time.sleep(max(0.0, min(POLL, next_run - PREVIEW_LEAD - time.time())))
+        writer.paused.set()
+        paused = time.time()
+        try:
+            # The last bulk answered and refreshed (the indices refresh every second).
+            time.sleep(PAUSE_SETTLE)
+            cluster, series = fetch_state(self.client, self.policies, ism=False)
+            previewed_at = time.time()
+            previewed = {
+                f"{a.action}:{a.index}" for a in decide(cluster, series, previewed_at).actions
+            }
+            lines: list[tuple[float, str]] = []
+            while not lines and time.time() < next_run + JITTER + 60:
+                time.sleep(2)
+                lines = self.acting_runs(previewed_at)
+        finally:
+            writer.paused.clear()
+        resumed = time.time()
         if not lines:
+            say("preview", previewed=sorted(previewed), run=None)
             self.fail("no acting run came within a period after the preview")
-        elif missing:
-            self.fail(f"the next run did not do what the preview said: {sorted(missing)}")
+            return
+        ran_at, line = lines[0]
+        done: set[str] = set()
+        for part in line.split():
+            if part.startswith("actions="):
+                done = set(part.removeprefix("actions=").split(",")) - {"none"}
+        # Due at some second between the two: a later phase replaces an earlier one (an
+        # index due for deletion is no longer made read-only), so the run's time alone
+        # would not do (the first run with this comparison saw exactly that).
+        by_clock = {
+            f"{a.action}:{a.index}"
+            for second in range(int(ran_at - previewed_at) + 2)
+            for a in decide(cluster, series, min(previewed_at + second, ran_at)).actions
+        }
+        say(
+            "preview",
+            previewed=sorted(previewed),
+            run=sorted(done),
+            due_by_clock_since=sorted(by_clock - previewed),
+            preview_to_run_s=round(ran_at - previewed_at, 1),
+            writer_paused_s=round(resumed - paused, 1),
+        )
+        if not previewed:
+            self.fail("the preview was empty: nothing to compare (the writer wrote too little?)")
+        if previewed - done:
+            self.fail(f"previewed but not done by the next run: {sorted(previewed - done)}")
+        if done - by_clock:
+            self.fail(
+                "done by the next run but neither previewed nor brought due by the clock: "
+                f"{sorted(done - by_clock)}"
+            )
 
     def watch(self, minutes: float, writer: Writer) -> None:
         started = time.time()
@@ -378,7 +458,7 @@ class Check:
             # Once there are rolled-over indices to act on (after the first run), and
             # whatever --minutes says (a 10-minute watch once ended before it).
             if not previewed and time.time() > started + PERIOD_SECONDS:
-                self.preview_matches_next_run()
+                self.preview_matches_next_run(writer)
                 previewed = True
             time.sleep(POLL)
         say("watch", written=writer.written, failed=writer.failed, errors=writer.errors[:3])

@@ -15,6 +15,7 @@ import subprocess
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,15 +279,33 @@ def fetch_security_plugin(
     return fetched, check_plugin(fetched.path, engine_version)
 
 
-def fetch_artifacts(cluster: Cluster, project_root: Path) -> dict[str, Any]:
+# Told of each archive as it lands in the cache: what it is, and the artifact.
+ArtifactReport = Callable[[str, FetchedArtifact], None]
+
+
+def fetch_artifacts(
+    cluster: Cluster, project_root: Path, *, report: ArtifactReport | None = None
+) -> dict[str, Any]:
     """The engine, the security plugin and every plugin, in the control node's cache, each
-    plugin's descriptor checked against the engine version."""
-    engine = fetch_engine(cluster.distribution)
+    plugin's descriptor checked against the engine version.
+
+    ``report`` is told of each archive once it is in the cache (``clusterforge fetch``
+    prints a line for each, and the lab a progress line)."""
+
+    def reported(what: str, artifact: FetchedArtifact) -> FetchedArtifact:
+        if report is not None:
+            report(what, artifact)
+        return artifact
+
+    engine = reported(f"engine {cluster.version}", fetch_engine(cluster.distribution))
     security_plugin = None
     plugins: list[dict[str, Any]] = []
     if not cluster.distribution.bundles_security_plugin:
         security_plugin, security_descriptor = fetch_security_plugin(
             cluster.version, cluster.security.plugin_path
+        )
+        reported(
+            f"plugin {security_descriptor.name} {security_descriptor.version}", security_plugin
         )
         # Listed with the other plugins so the plugins role installs them all with one
         # opensearch-plugin run (one JVM start; 1.8 s against 2.7 s for the security
@@ -306,6 +325,7 @@ def fetch_artifacts(cluster: Cluster, project_root: Path) -> dict[str, Any]:
             engine_archive=engine.path,
             project_root=project_root,
         )
+        reported(f"plugin {spec.name} {descriptor.version}", artifact)
         fetched_any = fetched_any or artifact.fetched
         plugins.append(_present_plugin(spec.name, descriptor.version, artifact))
     return {
