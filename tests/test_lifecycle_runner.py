@@ -366,6 +366,7 @@ class FakeEngine:
             ("GET", "/_data_stream/logs-app"): {"data_streams": []},
             ("GET", "/_cat/indices/.ds-logs-app-*"): [],
             ("GET", "/_cluster/state/metadata/.ds-logs-app-*"): {},
+            ("POST", "/events-000002/_refresh"): {"_shards": {"total": 1, "successful": 1}},
             ("POST", "/events/_rollover"): {"rolled_over": True, "new_index": "events-000003"},
             ("DELETE", "/events-000001"): {"acknowledged": True},
         }
@@ -435,9 +436,12 @@ def test_a_run_acts_through_the_core_apis_and_records_it(
     config_file.write_text(json.dumps(config))
     assert lifecycle_runner.main([str(config_file)]) == 0
     writes = [(method, path, body) for method, path, body in fake.calls if method != "GET"]
-    # events-000002 (the write index) holds 1500 docs: rolled over with the conditions;
-    # events-000001 rolled over 400 s ago, past delete_after 5m: deleted. Nothing else.
+    # The write index is refreshed before its stats are read (a search-idle shard's
+    # counts stand still). events-000002 (the write index) holds 1500 docs: rolled over
+    # with the conditions; events-000001 rolled over 400 s ago, past delete_after 5m:
+    # deleted. Nothing else.
     assert writes == [
+        ("POST", "/events-000002/_refresh", None),
         (
             "POST",
             "/events/_rollover",

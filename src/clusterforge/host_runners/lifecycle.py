@@ -408,10 +408,18 @@ def _rollover_epoch(metadata: Mapping[str, Any], target: str) -> float | None:
     return None if time_ms is None else _int(time_ms) / 1000
 
 
-def fetch_series(client: Client, policy: Mapping[str, Any], *, ism: bool) -> Series:
+def fetch_series(
+    client: Client, policy: Mapping[str, Any], *, ism: bool, refresh: bool = True
+) -> Series:
     """One policy's indices: their stats (``_cat/indices``), their metadata (creation,
     rollover, blocks, replicas: the cluster state), which one is written to (``_alias``,
-    or ``_data_stream``), and, with ISM installed, which ISM manages."""
+    or ``_data_stream``), and, with ISM installed, which ISM manages.
+
+    With ``refresh``, the write index is refreshed before its stats are read. A shard
+    that nobody searches for 30 s goes search-idle and stops refreshing, so its
+    ``docs.count``, size and segments stand still while writes go on: on the lab a
+    preview taken 14 s before a run saw no write index over its thresholds, and the run
+    then rolled both over. A run and its preview must read the same numbers."""
     pattern = str(policy["index_pattern"])
     target = str(policy.get("data_stream") or policy.get("alias") or "")
     names: list[str] | None = None
@@ -447,6 +455,12 @@ def fetch_series(client: Client, policy: Mapping[str, Any], *, ism: bool) -> Ser
             write = flagged[0]
         elif len(members) == 1:
             write = next(iter(members))  # one index behind the alias is its write index
+    if refresh and write:
+        try:
+            client.call("POST", f"/{_quote(write)}/_refresh")
+        except ApiError as error:
+            if error.status != 404:  # deleted meanwhile: the stats below say so
+                raise
     stats = client.call(
         "GET",
         f"/_cat/indices/{_quote(pattern)}?format=json&bytes=b&expand_wildcards=all"
@@ -503,10 +517,12 @@ def fetch_state(
     client: Client, policies: Sequence[Mapping[str, Any]], *, ism: bool
 ) -> tuple[ClusterState, list[Series]]:
     cluster = fetch_cluster(client)
+    # A red cluster gets reads only (decide() leaves it alone).
+    refresh = cluster.status in ("green", "yellow")
     series = []
     for policy in policies:
         try:
-            series.append(fetch_series(client, policy, ism=ism))
+            series.append(fetch_series(client, policy, ism=ism, refresh=refresh))
         except ApiError as error:
             series.append(Series(policy=policy, indices=(), unreadable=f"{error}"))
     return cluster, series

@@ -427,8 +427,8 @@ def plan_lifecycle(
 def role_body(policies: Sequence[Mapping[str, Any]], *, ism_installed: bool) -> dict[str, Any]:
     """The engine role of the runner: read the cluster's health and state (the elected
     manager, the shard limit), and on the policies' indices alone what a run does: read
-    their stats and settings, roll over, set replicas and the write block, force-merge,
-    delete. No document read or write (no indices:data/*)."""
+    their stats and settings (the write index refreshed first), roll over, set replicas
+    and the write block, force-merge, delete. No document read or write (no indices:data/*)."""
     patterns: list[str] = []
     for policy in policies:
         if policy.get("kind") == "data_stream":
@@ -450,6 +450,8 @@ def role_body(policies: Sequence[Mapping[str, Any]], *, ism_installed: bool) -> 
                 "index_patterns": sorted(dict.fromkeys(patterns)),
                 "allowed_actions": [
                     "indices:monitor/stats",
+                    # The write index, before its stats are read (host_runners.lifecycle).
+                    "indices:admin/refresh*",
                     "indices:monitor/settings/get",
                     "indices:admin/get",
                     "indices:admin/aliases/get",
