@@ -142,41 +142,37 @@ def fetch_to_cache(
 
 
 def main(argv: list[str] | None = None) -> int:
+    # What both commands read the inventory with, declared once.
+    inventory_arguments = argparse.ArgumentParser(add_help=False)
+    inventory_arguments.add_argument(
+        "--inventory", type=Path, required=True, help="inventory file or directory"
+    )
+    inventory_arguments.add_argument(
+        "--group", default="opensearch", help="group of the OpenSearch nodes"
+    )
+    inventory_arguments.add_argument(
+        "--vault-password-file",
+        type=Path,
+        default=None,
+        help="file holding the password of the inventory's ansible-vault files",
+    )
     parser = argparse.ArgumentParser(prog="clusterforge")
     commands = parser.add_subparsers(dest="command", required=True)
-    render = commands.add_parser("render", help="write every host's files for review")
-    render.add_argument("--inventory", type=Path, required=True, help="inventory file or directory")
-    render.add_argument("--out", type=Path, required=True, help="directory to write into")
-    render.add_argument("--group", default="opensearch", help="group of the OpenSearch nodes")
-    render.add_argument("--console-group", default="dashboards", help="group of the console hosts")
-    render.add_argument(
-        "--vault-password-file",
-        type=Path,
-        default=None,
-        help="file holding the password of the inventory's ansible-vault files",
+    render = commands.add_parser(
+        "render", parents=[inventory_arguments], help="write every host's files for review"
     )
-    fetch = commands.add_parser(
+    render.add_argument("--out", type=Path, required=True, help="directory to write into")
+    render.add_argument("--console-group", default="dashboards", help="group of the console hosts")
+    commands.add_parser(
         "fetch",
+        parents=[inventory_arguments],
         help="fill the control node's artifact cache for an inventory (no host is touched)",
     )
-    fetch.add_argument("--inventory", type=Path, required=True, help="inventory file or directory")
-    fetch.add_argument("--group", default="opensearch", help="group of the OpenSearch nodes")
-    fetch.add_argument(
-        "--vault-password-file",
-        type=Path,
-        default=None,
-        help="file holding the password of the inventory's ansible-vault files",
-    )
     args = parser.parse_args(argv)
-    if args.command == "fetch":
-        try:
-            fetch_to_cache(args.inventory, args.group, vault_password_file=args.vault_password_file)
-        except ClusterforgeError as error:
-            for line in _error_lines(error):
-                print(f"clusterforge: error: {line}", file=sys.stderr)
-            return 1
-        return 0
     try:
+        if args.command == "fetch":
+            fetch_to_cache(args.inventory, args.group, vault_password_file=args.vault_password_file)
+            return 0
         written = render_to_directory(
             args.inventory,
             args.out,
