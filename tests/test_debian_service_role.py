@@ -151,6 +151,7 @@ def placed(
     return {
         "changed": bool(changed_paths or accounts),
         "changed_paths": changed_paths or [],
+        "changed_links": [path for path in changed_paths or [] if path == MASK],
         "changed_accounts": accounts or [],
         "existed": {"/usr/bin/a": existed},
         "deferred": deferred,
@@ -222,10 +223,18 @@ def _only(ran: dict[str, list[str] | bool], **expected: Any) -> None:
 
 
 def _files_changed(variables: dict[str, Any]) -> bool:
+    """As the caller's wait reads it, after the import: the role's vars and the registered
+    results are there, its inputs (task vars of the imported tasks) are not."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
-    templar = Templar(loader=DataLoader(), variables=variables)
+    role_vars = yaml.safe_load((SHARED / "vars" / "main.yml").read_text())
+    registered = {name: variables[name] for name in variables if name not in role_vars}
+    after_import = {
+        **{name: value for name, value in registered.items() if not name.startswith("_debian")},
+        **_trusted(role_vars),
+    }
+    templar = Templar(loader=DataLoader(), variables=after_import)
     return bool(
         templar.evaluate_conditional(trust_as_template("__debian_service_files_changed | bool"))
     )

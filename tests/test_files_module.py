@@ -284,6 +284,7 @@ def test_defer_when_missing_places_only_the_links_until_every_path_exists(
     }
     first = run(tmp_path, env=env, **args)
     assert (first["deferred"], first["changed_paths"]) == (True, [str(tree / "debian.service")])
+    assert first["changed_links"] == [str(tree / "debian.service")]
     assert first["unit_states"] == {}
     assert os.readlink(tree / "debian.service") == "/dev/null"
     assert not (tree / "conf").exists() and not (tmp_path / "calls").exists()
@@ -292,6 +293,7 @@ def test_defer_when_missing_places_only_the_links_until_every_path_exists(
     rerun = run(tmp_path, env=env, **args)
     assert rerun["deferred"] is False
     assert rerun["changed_paths"] == [str(tree / "conf"), str(tree / "conf" / "a.yml")]
+    assert rerun["changed_links"] == []
     assert (tree / "conf" / "a.yml").read_text() == "a: 1\n"
     assert rerun["unit_states"] == {
         "a.service": {"ActiveState": "active", "UnitFileState": "enabled"},

@@ -136,6 +136,12 @@ changed_paths:
   type: list
   returned: always
   elements: str
+changed_links:
+  description: The paths of C(links) among C(changed_paths), so a caller tells a changed
+    link (a unit just masked) from a changed file in one task's result.
+  type: list
+  returned: always
+  elements: str
 before:
   description: The content each path of C(read) and each match of C(read_matching) had
     before this task, or null.
@@ -241,6 +247,7 @@ class Placement:
         self.check = module.check_mode
         self.changed_paths: list[str] = []
         self.changed_accounts: list[str] = []
+        self.changed_links: list[str] = []
         self.diffs: list[dict[str, str]] = []
 
     def account(self, entry: dict[str, Any]) -> None:
@@ -341,6 +348,7 @@ class Placement:
         if os.path.islink(path) and os.readlink(path) == target:
             return
         self.changed(path)
+        self.changed_links.append(path)
         if not self.check:
             scratch = os.path.join(os.path.dirname(path), f".clusterforge-link-{os.getpid()}")
             if os.path.lexists(scratch):
@@ -474,6 +482,7 @@ def main() -> None:
         "changed": bool(placement.changed_paths or placement.changed_accounts),
         "changed_accounts": placement.changed_accounts,
         "changed_paths": placement.changed_paths,
+        "changed_links": placement.changed_links,
         "before": before,
         "existed": existed,
         "deferred": deferred,
