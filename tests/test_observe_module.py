@@ -473,3 +473,28 @@ def test_a_removal_reads_the_members_voting_settings_and_replicas(
     assert run.observed["index_settings"] == {
         "orders": {"settings": {"index.number_of_replicas": "1"}}
     }
+
+
+def test_what_the_node_holds_is_returned_whole_even_where_it_holds_the_password(
+    tmp_path: Path,
+    node: Node,
+    engine: tuple[Engine, str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # AnsibleModule masks a no_log value wherever it occurs in an answer: with a short
+    # admin password, opensearch.yml's admin_dn would come back starred and look changed
+    # to the plan. The password is masked in the echo of the arguments alone.
+    state, url, ca = engine
+    state.password = "admin"
+    config = "plugins.security.authcz.admin_dn: ['CN=admin,OU=ops']\n"
+    Path(node.config).write_text(config)
+    state.answers["/_cat/cluster_manager"] = [{"node": "admin-1"}]
+    run = look(tmp_path, node, monkeypatch, url=url, ca=ca, password="admin")
+    assert run.observed["opensearch_yml"] == config
+    assert run.observed["cluster_manager"] == "admin-1"
+    assert run.observed["version"] == VERSION
+    echoed = run.answer["invocation"]["module_args"]
+    assert echoed["_api_password"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    invocations = [line for line in run.module_runs[0]["logged"] if "Invoked with" in line]
+    assert len(invocations) == 1
+    assert "_api_password=NOT_LOGGING_PARAMETER" in invocations[0], invocations[0]

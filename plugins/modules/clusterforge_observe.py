@@ -134,6 +134,43 @@ JSON_SUBTYPES = frozenset({"json", "javascript"})
 DEFAULT_TIMEOUT_S = 10
 
 
+# What AnsibleModule puts in the echo of a no_log argument.
+MASKED = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+
+
+class ObserveModule(AnsibleModule):  # type: ignore[misc]
+    """AnsibleModule that masks the password in the echo of its arguments, not everywhere.
+
+    AnsibleModule stars every occurrence of a no_log value anywhere in an answer: a short
+    admin password ("admin") would star opensearch.yml's ``admin_dn`` and the node names
+    the API answers, and the plan would see a changed file that is not. The password is
+    logged masked by the constructor (the host's journal), as AnsibleModule does; after
+    that it is taken out of the values to mask, and each answer carries its own
+    ``invocation`` with the password masked. Nothing else this module returns can hold
+    it: it reads no file or answer it could be in, and a failed GET reports no message.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        password = self.params.get("_api_password")
+        if password:
+            self.no_log_values.discard(password)
+
+    def _echoed(self) -> dict[str, Any]:
+        params = dict(self.params)
+        if params.get("_api_password") is not None:
+            params["_api_password"] = MASKED
+        return {"module_args": params}
+
+    def exit_json(self, **kwargs: Any) -> None:
+        kwargs.setdefault("invocation", self._echoed())
+        super().exit_json(**kwargs)
+
+    def fail_json(self, msg: str, **kwargs: Any) -> None:
+        kwargs.setdefault("invocation", self._echoed())
+        super().fail_json(msg, **kwargs)
+
+
 def unit_is_active(module: AnsibleModule, unit: str) -> bool:
     """Whether systemd says the unit is active; false when it cannot be asked."""
     systemctl = module.get_bin_path("systemctl")
@@ -213,7 +250,7 @@ def _charset(content_type: str) -> str:
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = ObserveModule(
         argument_spec={
             "service": {"type": "str", "required": True},
             "markers": {"type": "dict", "required": True},
