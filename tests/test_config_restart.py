@@ -31,15 +31,24 @@ MARKERS = {"formed": "/var/lib/clusterforge/formed", "security_mode": "/var/lib/
 def look(
     args: dict[str, Any], before: dict[str, str | None], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The action on a node whose service does not run; what the files module was asked."""
+    """The action on a node whose service does not run; what its one module run was asked
+    (the module answers with the files of ``before``: tests/test_observe_module.py runs
+    the real one)."""
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     asked: list[dict[str, Any]] = []
 
     def execute(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
-        if module_name.endswith("clusterforge_files"):
-            asked.append(module_args)
-            return {"before": {path: before.get(path) for path in module_args["read"]}}
-        return {"status": {"ActiveState": "inactive"}}
+        assert module_name == "clusterforge.stack.clusterforge_observe"
+        asked.append(module_args)
+        config = module_args.get("config")
+        return {
+            "active": False,
+            "markers": {name: before.get(path) for name, path in module_args["markers"].items()},
+            "legacy_markers": {},
+            "meminfo": None,
+            "opensearch_yml": before.get(config) if config else None,
+            "api": {},
+        }
 
     module = object.__new__(observe.ActionModule)
     module._task = SimpleNamespace(
@@ -54,10 +63,10 @@ def test_the_look_returns_the_nodes_opensearch_yml(monkeypatch: pytest.MonkeyPat
     text = "cluster.name: a\ndiscovery.seed_hosts: [x]\n"
     seen, asked = look({"config": CONFIG}, {CONFIG: text}, monkeypatch)
     assert seen["opensearch_yml"] == text
-    # Read with the markers and the memory in the one files task, written nothing.
+    # Read with the markers and the memory in the look's one module run, which only reads.
     assert len(asked) == 1
-    assert CONFIG in asked[0]["read"]
-    assert set(asked[0]) == {"read", "exists"}
+    assert asked[0]["config"] == CONFIG
+    assert set(asked[0]) == {"service", "markers", "legacy_markers", "config", "removal"}
 
 
 def test_a_missing_file_or_no_path_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,7 +74,7 @@ def test_a_missing_file_or_no_path_is_none(monkeypatch: pytest.MonkeyPatch) -> N
     assert seen["opensearch_yml"] is None
     seen, asked = look({}, {CONFIG: "cluster.name: a\n"}, monkeypatch)
     assert seen["opensearch_yml"] is None
-    assert CONFIG not in asked[0]["read"]
+    assert "config" not in asked[0]
 
 
 def test_plan_yml_passes_the_config_path_to_the_look() -> None:
@@ -233,10 +242,14 @@ def test_a_removal_look_reads_member_ids_the_voting_configuration_and_the_exclus
     # finding 3): the look keeps each member's node id, reads the configuration and the
     # persistent settings, where the begun removal's allocation exclusion is.
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    answers = {
-        "/_nodes": {"nodes": {"id-1": {"name": "os-1", "roles": ["cluster_manager"]}}},
-        "/_cluster/settings": {"persistent": {"cluster.routing.allocation.exclude._name": "os-3"}},
-        "/_cluster/state/metadata": {
+    # What the module read from the node's API, by the name of each GET it made.
+    api = {
+        "root": {"version": {"number": "2.19.4"}},
+        "cluster_manager": [{"node": "os-1"}],
+        "members": {"nodes": {"id-1": {"name": "os-1", "roles": ["cluster_manager"]}}},
+        "index_settings": None,
+        "persistent_settings": {"persistent": {"cluster.routing.allocation.exclude._name": "os-3"}},
+        "voting": {
             "metadata": {
                 "cluster_coordination": {
                     "last_committed_config": ["id-1", "id-2", "id-3"],
@@ -247,12 +260,11 @@ def test_a_removal_look_reads_member_ids_the_voting_configuration_and_the_exclus
     }
 
     def execute(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
-        if module_name.endswith("clusterforge_files"):
-            return {"before": {}}
-        if module_name == "ansible.builtin.uri":
-            path = module_args["url"].removeprefix("http://127.0.0.11:9200").split("?")[0]
-            return {"status": 200, "json": answers.get(path)}
-        return {"status": {"ActiveState": "active"}}
+        assert module_name == "clusterforge.stack.clusterforge_observe"
+        # Asked for the removal's reads, on this node's URL.
+        assert module_args["removal"] is True
+        assert module_args["_api_url"] == "http://127.0.0.11:9200"
+        return {"active": True, "markers": {}, "legacy_markers": {}, "api": api}
 
     module = object.__new__(observe.ActionModule)
     module._task = SimpleNamespace(

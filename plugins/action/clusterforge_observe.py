@@ -8,10 +8,14 @@ are being removed, the cluster's members and its indices' replica settings. Ever
 here is a read, so it runs in check mode as well: a preview decides what restarts as a
 run would.
 
-The reads run on the node: systemd_service and clusterforge_files (read only) for the
-service and the markers, and the node's own API through clusterforge_api's arguments
-(the CA and the admin user from the plan). A node whose service does not run is asked
-nothing; a node that does not answer reports no version, as a new node does.
+The reads run on the node, in one run of the module of the same name
+(plugins/modules/clusterforge_observe.py): the unit's state, the markers, the memory and
+opensearch.yml, and the node's own API with the URL, the CA and the admin user that
+clusterforge_api would use (ApiActionBase._uri_args, from the plan). They were four
+module runs per node, each a round trip, on every rerun (issue 54). A node whose service
+does not run is asked nothing; a node that does not answer reports no version, as a new
+node does. This side decides only what needs the controller (whether the host is a node
+of the plan, its URL and credentials) and shapes the module's reads into ``observed``.
 
 Arguments:
   service: the systemd unit (opensearch).
@@ -56,28 +60,21 @@ try:
 except ImportError as error:
     CLUSTERFORGE_IMPORT_ERROR = error
 
-ROOT_PATH = "/"
-MANAGER_PATH = "/_cat/cluster_manager?format=json"
-MEMBERS_PATH = "/_nodes?filter_path=nodes.*.name,nodes.*.roles"
-REPLICAS_PATH = (
-    "/_settings/index.number_of_replicas,index.auto_expand_replicas"
-    "?flat_settings=true&expand_wildcards=all"
-)
-# The committed voting configuration (node ids) and the voting exclusions: a node demoted
-# by the run that began a removal still votes here
-# (clusterforge.plan.cluster.removal.counted_managers).
-VOTING_PATH = (
-    "/_cluster/state/metadata?filter_path=metadata.cluster_coordination.last_committed_config,"
-    "metadata.cluster_coordination.voting_config_exclusions"
-)
-# The persistent settings, for the allocation exclusion a removal's drain sets: a removal
-# an earlier run began is finished rather than judged again (clusterforge.plan.cluster.removal).
-SETTINGS_PATH = "/_cluster/settings?flat_settings=true&filter_path=persistent"
 READ_TIMEOUT_S = 10
-MEMINFO_PATH = "/proc/meminfo"
 # The markers the plan judges by; the others (what securityadmin loaded) are the
 # security role's.
 OBSERVED_MARKERS = ("formed", "security_mode")
+# ApiActionBase._uri_args' keys the module takes, by the name of its hidden argument.
+# Observe reads with the default auth (admin: basic auth when the cluster is secured), so
+# no client certificate or key is ever sent to the node.
+API_ARGUMENTS = {
+    "url": "_api_url",
+    "ca_path": "_api_ca_path",
+    "url_username": "_api_username",
+    "url_password": "_api_password",
+    "force_basic_auth": "_api_force_basic_auth",
+    "timeout": "_api_timeout",
+}
 
 
 class ActionModule(ApiActionBase):  # type: ignore[misc]
@@ -94,70 +91,67 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
         return result
 
     def _observe(self, args: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
-        service = self._run_module(
-            "ansible.builtin.systemd_service", {"name": args["service"]}, task_vars
-        )
-        active = (service.get("status") or {}).get("ActiveState") == "active"
         markers = dict(args["markers"])
-        legacy = dict(args.get("legacy_markers") or {})
         config = args.get("config")
-        # The old places are only tested, never read: the service user could have put a
-        # link to any file (or to /dev/zero) there.
-        read = self._run_module(
-            "clusterforge.stack.clusterforge_files",
-            {
-                "read": [
-                    *(markers[key] for key in OBSERVED_MARKERS),
-                    MEMINFO_PATH,
-                    *([config] if config else []),
-                ],
-                "exists": list(legacy.values()),
-            },
+        module_args: dict[str, Any] = {
+            "service": args["service"],
+            "markers": {key: markers[key] for key in OBSERVED_MARKERS},
+            # The old places are only tested, never read: the service user could have put
+            # a link to any file (or to /dev/zero) there.
+            "legacy_markers": dict(args.get("legacy_markers") or {}),
+            "removal": args.get("removal", False),
+        }
+        if config:
+            module_args["config"] = config
+        plan = task_vars.get("__clusterforge_plan") or {}
+        # A node marked absent has no URL in the plan, and what it runs does not matter:
+        # it is about to be drained and stopped. Without a URL the module asks nothing.
+        if task_vars.get("inventory_hostname") in (plan.get("nodes") or {}):
+            module_args.update(self._api_arguments(task_vars))
+        seen = self._run_module(
+            "clusterforge.stack.clusterforge_observe",
+            module_args,
             task_vars,
+            failure="look at what the node runs",
         )
-        before = read.get("before") or {}
-        left = [path for path, there in (read.get("existed") or {}).items() if there]
-        mode_text = before.get(markers["security_mode"])
-        formed = before.get(markers["formed"]) is not None or (
-            bool(legacy) and legacy["formed"] in left
-        )
+        read = seen.get("markers") or {}
+        left = seen.get("legacy_markers") or {}
+        mode_text = read.get("security_mode")
         observed: dict[str, Any] = {
-            "memory_megabytes": memory_megabytes(before.get(MEMINFO_PATH)),
-            "active": active,
+            "memory_megabytes": memory_megabytes(seen.get("meminfo")),
+            "active": bool(seen.get("active")),
             "version": None,
             "cluster_manager": None,
-            "formed": formed,
+            "formed": read.get("formed") is not None or bool(left.get("formed")),
             "cluster_nodes": [],
             "index_settings": None,
             "voting": None,
             "persistent_settings": None,
             "security_mode": None if mode_text is None else mode_text.strip(),
             # Any file left at an old place: roles/opensearch moves it this run.
-            "legacy_markers": bool(left),
+            "legacy_markers": any(left.values()),
             # What the node's opensearch.yml holds now (None: missing, or not asked for).
-            "opensearch_yml": before.get(config) if config else None,
+            "opensearch_yml": seen.get("opensearch_yml") if config else None,
         }
-        plan = task_vars.get("__clusterforge_plan") or {}
-        # A node marked absent has no URL in the plan, and what it runs does not matter:
-        # it is about to be drained and stopped.
-        if not active or task_vars.get("inventory_hostname") not in (plan.get("nodes") or {}):
-            return observed
-        root = self._read(ROOT_PATH, task_vars)
-        observed["version"] = ((root or {}).get("version") or {}).get("number")
-        managers = self._read(MANAGER_PATH, task_vars)
+        # Empty when the service does not run or the host is no node of the plan.
+        api = seen.get("api") or {}
+        root = api.get("root")
+        if isinstance(root, dict):
+            observed["version"] = (root.get("version") or {}).get("number")
+        managers = api.get("cluster_manager")
         if isinstance(managers, list) and managers:
             observed["cluster_manager"] = managers[0].get("node")
-        if args.get("removal"):
+        if "members" in api:
             # The plan refuses a removal that would cost the cluster its quorum or its
             # replicas; it judges from the cluster's own view, not the inventory's.
-            members = self._read(MEMBERS_PATH, task_vars) or {}
+            members = api["members"] or {}
             observed["cluster_nodes"] = [
                 {"id": node_id, **node} for node_id, node in (members.get("nodes") or {}).items()
             ]
             # None when the read failed: the plan then refuses to judge a removal blind.
-            observed["index_settings"] = self._read(REPLICAS_PATH, task_vars)
+            observed["index_settings"] = api.get("index_settings")
             # None when the read failed: the plan then counts the roles alone.
-            state = self._read(VOTING_PATH, task_vars)
+            state = api.get("voting")
             if isinstance(state, dict):
                 coordination = (state.get("metadata") or {}).get("cluster_coordination") or {}
                 observed["voting"] = {
@@ -166,15 +160,13 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
                         coordination.get("voting_config_exclusions") or []
                     ),
                 }
-            settings = self._read(SETTINGS_PATH, task_vars)
+            settings = api.get("persistent_settings")
             if isinstance(settings, dict):
                 observed["persistent_settings"] = dict(settings.get("persistent") or {})
         return observed
 
-    def _read(self, path: str, task_vars: dict[str, Any]) -> Any:
-        """The JSON a GET of ``path`` on this node answers, or None when it fails."""
-        module_args = self._uri_args({"path": path, "timeout": READ_TIMEOUT_S}, "GET", task_vars)
-        answer = self._run_module("ansible.builtin.uri", module_args, task_vars)
-        if answer.get("failed") or answer.get("status") != 200:
-            return None
-        return answer.get("json")
+    def _api_arguments(self, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The module's hidden ``_api_*`` arguments: this node's URL (the paths are the
+        module's), the CA and the credentials clusterforge_api would use for a read."""
+        uri_args = self._uri_args({"path": "", "timeout": READ_TIMEOUT_S}, "GET", task_vars)
+        return {name: uri_args[key] for key, name in API_ARGUMENTS.items() if key in uri_args}
