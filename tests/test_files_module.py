@@ -245,3 +245,121 @@ def test_a_failing_account_tool_fails_the_task_with_its_message(tmp_path: Path) 
     result = run(tmp_path, env=env, accounts=[{"name": f"cf-absent-{os.getpid()}", "home": "/x"}])
     assert result["failed"]
     assert "exit code 10" in result["msg"] and "cannot lock /etc/group" in result["msg"]
+
+
+def fake_systemctl(tmp_path: Path, output: str, rc: int = 0) -> dict[str, str]:
+    """A stand-in systemctl on PATH that records its arguments and prints ``output``: the
+    machine the tests run on may have no systemd; the real one runs in molecule's hosts."""
+    tools = tmp_path / "bin"
+    tools.mkdir(exist_ok=True)
+    (tmp_path / "out").write_text(output)
+    (tools / "systemctl").write_text(
+        f'#!/bin/sh\necho "$*" >> "{tmp_path / "calls"}"\ncat "{tmp_path / "out"}"\nexit {rc}\n'
+    )
+    (tools / "systemctl").chmod(0o755)
+    return {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+
+
+SHOW = (
+    "Id=a.service\nActiveState=active\nUnitFileState=enabled\n\n"
+    "Id=b.service\nActiveState=inactive\nUnitFileState=\n"
+)
+
+
+def test_defer_when_missing_places_only_the_links_until_every_path_exists(
+    tmp_path: Path, tree: Path
+) -> None:
+    """A first deploy: a binary is missing, so only the mask is placed (before the
+    package's install could start its unit); the files, which the package's users own,
+    wait for the task after the install, and no unit state is read."""
+    env = fake_systemctl(tmp_path, SHOW)
+    binary = tree / "binary"
+    args = {
+        "links": [{"path": str(tree / "debian.service"), "target": "/dev/null"}],
+        "exists": [str(binary), str(tree)],
+        "defer_when_missing": True,
+        "directories": [owned(tree / "conf", "0750")],
+        "files": [owned(tree / "conf" / "a.yml", "0640", content="a: 1\n")],
+        "units": ["a.service", "b.service"],
+    }
+    first = run(tmp_path, env=env, **args)
+    assert (first["deferred"], first["changed_paths"]) == (True, [str(tree / "debian.service")])
+    assert first["changed_links"] == [str(tree / "debian.service")]
+    assert first["unit_states"] == {}
+    assert os.readlink(tree / "debian.service") == "/dev/null"
+    assert not (tree / "conf").exists() and not (tmp_path / "calls").exists()
+
+    binary.write_text("")  # the package is installed: the rerun places everything at once
+    rerun = run(tmp_path, env=env, **args)
+    assert rerun["deferred"] is False
+    assert rerun["changed_paths"] == [str(tree / "conf"), str(tree / "conf" / "a.yml")]
+    assert rerun["changed_links"] == []
+    assert (tree / "conf" / "a.yml").read_text() == "a: 1\n"
+    assert rerun["unit_states"] == {
+        "a.service": {"ActiveState": "active", "UnitFileState": "enabled"},
+        "b.service": {"ActiveState": "inactive", "UnitFileState": ""},
+    }
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "show --property=Id,ActiveState,UnitFileState -- a.service b.service"
+    ]
+    settled = run(tmp_path, env=env, **args)
+    assert (settled["changed"], settled["deferred"], settled["changed_paths"]) == (False, False, [])
+
+
+def test_defer_when_missing_with_no_path_named_always_defers(tmp_path: Path, tree: Path) -> None:
+    """Nothing tells the packages are installed (apt is asked every run), so the files
+    always wait for the install."""
+    result = run(
+        tmp_path,
+        defer_when_missing=True,
+        files=[owned(tree / "a.yml", "0640", content="a: 1\n")],
+    )
+    assert (result["deferred"], result["changed"]) == (True, False)
+    assert not (tree / "a.yml").exists()
+    # Without defer_when_missing nothing is deferred, as before.
+    placed = run(tmp_path, files=[owned(tree / "a.yml", "0640", content="a: 1\n")])
+    assert (placed["deferred"], placed["changed_paths"]) == (False, [str(tree / "a.yml")])
+
+
+def test_a_preview_of_a_hand_edited_file_in_the_one_task_diffs_it_and_changes_nothing(
+    tmp_path: Path, tree: Path
+) -> None:
+    env = fake_systemctl(tmp_path, SHOW)
+    (tree / "binary").write_text("")
+    (tree / "a.yml").write_text("a: edited\n")
+    (tree / "a.yml").chmod(0o640)
+    args = {
+        "links": [{"path": str(tree / "debian.service"), "target": "/dev/null"}],
+        "exists": [str(tree / "binary")],
+        "defer_when_missing": True,
+        "files": [
+            owned(tree / "a.yml", "0640", content="a: 1\n"),
+            owned(tree / "key", "0600", content="s3cret\n", secret=True),
+        ],
+        "units": ["a.service", "b.service"],
+    }
+    preview = run(tmp_path, check=True, diff=True, env=env, **args)
+    assert preview["deferred"] is False
+    assert preview["changed_paths"] == [
+        str(tree / "a.yml"),
+        str(tree / "key"),
+        str(tree / "debian.service"),
+    ]
+    assert [(d["before_header"], d["before"], d["after"]) for d in preview["diff"]] == [
+        (str(tree / "a.yml"), "a: edited\n", "a: 1\n")
+    ]
+    assert "s3cret" not in json.dumps(preview)
+    assert preview["unit_states"]["b.service"]["ActiveState"] == "inactive"
+    assert (tree / "a.yml").read_text() == "a: edited\n"
+    assert not (tree / "key").exists() and not (tree / "debian.service").is_symlink()
+
+
+def test_a_failing_or_short_systemctl_show_fails_the_task_by_name(
+    tmp_path: Path, tree: Path
+) -> None:
+    env = fake_systemctl(tmp_path, "Failed to connect to bus\n", rc=1)
+    failed = run(tmp_path, env=env, units=["a.service"])
+    assert failed["failed"] and "systemctl show failed with exit code 1" in failed["msg"]
+    env = fake_systemctl(tmp_path, SHOW)
+    short = run(tmp_path, env=env, units=["a.service", "b.service", "c.service"])
+    assert short["failed"] and "printed 2 blocks for 3 units" in short["msg"]

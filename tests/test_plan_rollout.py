@@ -119,3 +119,28 @@ def test_the_look_reads_memtotal_as_ansible_does() -> None:
     assert memory_megabytes(meminfo) == 24575996 // 1024
     assert memory_megabytes(None) is None
     assert memory_megabytes("MemFree: 1 kB\n") is None
+
+
+def test_all_joined_only_when_every_node_runs_answers_and_names_one_manager() -> None:
+    """The engine play skips its waits on a rerun only then (roles/opensearch
+    wait_formed.yml): anything less and the run waits for the formation as before."""
+    cluster = build_cluster(nodes())
+    names = ("os-1", "os-2", "os-3")
+    formed = {name: running(cluster_manager="os-2") for name in names}
+    assert plan_rollout(cluster, formed)["all_joined"] is True
+    # A node still starting (active, no answer), a stopped node, a new node, a node with
+    # no manager, two views of the manager: each keeps the waits.
+    for host, seen in (
+        ("os-3", running(version="", cluster_manager="os-2")),
+        ("os-3", {**running(cluster_manager="os-2"), "active": False}),
+        ("os-3", None),
+        ("os-1", running(cluster_manager=None)),
+        ("os-1", running(cluster_manager="os-1")),
+    ):
+        observed = (
+            {**formed, host: seen}
+            if seen is not None
+            else {name: value for name, value in formed.items() if name != host}
+        )
+        assert plan_rollout(cluster, observed)["all_joined"] is False, (host, seen)
+    assert plan_rollout(cluster, {})["all_joined"] is False

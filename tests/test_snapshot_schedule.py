@@ -352,6 +352,8 @@ def test_the_plan_holds_each_nodes_file_entries_and_the_role_only_copies_them(
         "directories": "{{ __opensearch_snapshots_schedule.directories[inventory_hostname] }}",
         "files": "{{ __opensearch_snapshots_schedule.files[inventory_hostname] }}",
         "absent": "{{ __opensearch_snapshots_schedule.absent[inventory_hostname] }}",
+        # The timer's state, read with its files (issue 54): tests/test_timer_start.py.
+        "units": ["{{ __opensearch_snapshots_schedule.unit }}.timer"],
     }
     assert "'mode':" not in ROLE_TASKS.read_text()
     assert "generated_secret" not in ROLE_TASKS.read_text()

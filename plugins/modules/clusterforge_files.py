@@ -91,6 +91,25 @@ options:
     type: list
     elements: str
     default: []
+  defer_when_missing:
+    description:
+      - When true, C(accounts), C(directories), C(files) and C(attributes) are placed only
+        if C(exists) names a path and every path it names existed before this task (the
+        packages that make those users and paths are installed); otherwise none of them
+        is placed, C(deferred) is true, and a later task (after the install) places them.
+        C(links), C(prune) and C(absent) are placed either way.
+      - So a rerun, where the packages are there, places everything in one round trip,
+        and a first deploy still masks a package's units before its install and writes the
+        files after it.
+    type: bool
+    default: false
+  units:
+    description: systemd units whose C(ActiveState) and C(UnitFileState) after this task's
+      changes are returned in C(unit_states) (read with C(systemctl show), in check mode
+      too); not read when the placement is C(deferred).
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -117,6 +136,12 @@ changed_paths:
   type: list
   returned: always
   elements: str
+changed_links:
+  description: The paths of C(links) among C(changed_paths), so a caller tells a changed
+    link (a unit just masked) from a changed file in one task's result.
+  type: list
+  returned: always
+  elements: str
 before:
   description: The content each path of C(read) and each match of C(read_matching) had
     before this task, or null.
@@ -126,6 +151,16 @@ existed:
   description: For each path of C(exists), whether it existed before this task.
   type: dict
   returned: always; empty without C(exists)
+deferred:
+  description: Whether C(defer_when_missing) left the accounts, directories, files and
+    attributes unplaced because a path of C(exists) was missing (or none was named).
+  type: bool
+  returned: always
+unit_states:
+  description: For each unit of C(units), its C(ActiveState) and C(UnitFileState) (as
+    C(systemctl show) prints them; empty strings for a property it did not print).
+  type: dict
+  returned: always; empty without C(units) or when C(deferred)
 """
 
 import fnmatch
@@ -212,6 +247,7 @@ class Placement:
         self.check = module.check_mode
         self.changed_paths: list[str] = []
         self.changed_accounts: list[str] = []
+        self.changed_links: list[str] = []
         self.diffs: list[dict[str, str]] = []
 
     def account(self, entry: dict[str, Any]) -> None:
@@ -312,6 +348,7 @@ class Placement:
         if os.path.islink(path) and os.readlink(path) == target:
             return
         self.changed(path)
+        self.changed_links.append(path)
         if not self.check:
             scratch = os.path.join(os.path.dirname(path), f".clusterforge-link-{os.getpid()}")
             if os.path.lexists(scratch):
@@ -408,6 +445,8 @@ def main() -> None:
             "read": {"type": "list", "elements": "str", "default": []},
             "read_matching": {"type": "list", "elements": "str", "default": []},
             "exists": {"type": "list", "elements": "str", "default": []},
+            "defer_when_missing": {"type": "bool", "default": False},
+            "units": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -415,16 +454,18 @@ def main() -> None:
     matches = sorted({path for pattern in params["read_matching"] for path in glob.glob(pattern)})
     before = {path: _decoded(_read(path)) for path in [*params["read"], *matches]}
     existed = {path: os.path.lexists(path) for path in params["exists"]}
+    deferred = bool(params["defer_when_missing"]) and not (existed and all(existed.values()))
     placement = Placement(module)
     keep = _link_targets(params["links"])
-    for entry in params["accounts"]:
-        placement.account(entry)
-    for entry in params["directories"]:
-        placement.directory(entry)
-    for entry in params["files"]:
-        placement.file(entry)
-    for entry in params["attributes"]:
-        placement.attributes(entry)
+    if not deferred:
+        for entry in params["accounts"]:
+            placement.account(entry)
+        for entry in params["directories"]:
+            placement.directory(entry)
+        for entry in params["files"]:
+            placement.file(entry)
+        for entry in params["attributes"]:
+            placement.attributes(entry)
     for entry in params["links"]:
         placement.link(entry)
         keep.add(
@@ -436,16 +477,48 @@ def main() -> None:
         placement.prune(entry, keep)
     for path in params["absent"]:
         placement.absent(path)
+    unit_states = {} if deferred else _unit_states(module, params["units"])
     result: dict[str, Any] = {
         "changed": bool(placement.changed_paths or placement.changed_accounts),
         "changed_accounts": placement.changed_accounts,
         "changed_paths": placement.changed_paths,
+        "changed_links": placement.changed_links,
         "before": before,
         "existed": existed,
+        "deferred": deferred,
+        "unit_states": unit_states,
     }
     if placement.diffs:
         result["diff"] = placement.diffs
     module.exit_json(**result)
+
+
+UNIT_PROPERTIES = ("ActiveState", "UnitFileState")
+
+
+def _unit_states(module: AnsibleModule, units: list[str]) -> dict[str, dict[str, str]]:
+    """Each unit's ActiveState and UnitFileState, from one ``systemctl show``: it prints one
+    block per unit, in the order asked, a blank line between (an unknown unit too)."""
+    if not units:
+        return {}
+    systemctl = module.get_bin_path("systemctl", required=True)
+    argv = [systemctl, "show", f"--property=Id,{','.join(UNIT_PROPERTIES)}", "--", *units]
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        module.fail_json(msg=f"systemctl show failed with exit code {rc}: {(err or out).strip()}")
+    blocks = out.strip("\n").split("\n\n")
+    if len(blocks) != len(units):
+        module.fail_json(
+            msg=f"systemctl show printed {len(blocks)} blocks for {len(units)} units: {out!r}"
+        )
+    states: dict[str, dict[str, str]] = {}
+    for unit, block in zip(units, blocks, strict=True):
+        values: dict[str, str] = {}
+        for line in block.splitlines():
+            name, _sep, value = line.partition("=")
+            values[name] = value
+        states[unit] = {name: values.get(name, "") for name in UNIT_PROPERTIES}
+    return states
 
 
 def _decoded(data: bytes | None) -> str | None:

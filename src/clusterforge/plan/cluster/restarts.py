@@ -119,7 +119,20 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
             Operation.SCALE_IN,
             [node.inventory_name for node in cluster.removed_nodes],
         ).as_dict()
+    managers_seen = {
+        (observed.get(node.inventory_name) or {}).get("cluster_manager") for node in cluster.nodes
+    }
     return {
+        # Every node ran, answered its version and named one and the same elected cluster
+        # manager when the plan looked, seconds ago: the cluster had formed with all of
+        # them. A run that then starts or restarts no node need not wait for the
+        # formation again (roles/opensearch, tasks/wait_formed.yml: issue 54, waits only
+        # on change); a new, stopped, silent or manager-less node, or two views of the
+        # manager, and the run waits as before.
+        "all_joined": bool(cluster.nodes)
+        and all(node["active"] and node["running_version"] for node in nodes.values())
+        and len(managers_seen) == 1
+        and all(managers_seen),
         # Any node's marker means the cluster exists: new nodes then join it and never
         # carry cluster.initial_cluster_manager_nodes.
         "first_start": not any(
