@@ -134,12 +134,12 @@ class Node:
     bin_dir: Path
     systemctl_calls: Path
 
-    def unit(self, state: str) -> None:
+    def unit(self, state: str, file_state: str = "enabled") -> None:
         script = self.bin_dir / "systemctl"
         script.write_text(
             "#!/bin/sh\n"
             f'printf "%s\\n" "$*" >> "{self.systemctl_calls}"\n'
-            f"printf 'ActiveState={state}\\n'\n"
+            f"printf 'ActiveState={state}\\nUnitFileState={file_state}\\n'\n"
         )
         script.chmod(0o755)
 
@@ -282,6 +282,7 @@ def test_one_module_run_reads_the_unit_the_files_and_the_api(
         # The host's own /proc/meminfo, read by the module.
         "memory_megabytes": memory_megabytes(Path("/proc/meminfo").read_text()),
         "active": True,
+        "enabled": True,
         "version": VERSION,
         "cluster_manager": "os-2",
         "formed": True,
@@ -300,7 +301,7 @@ def test_one_module_run_reads_the_unit_the_files_and_the_api(
     # The unit asked by name, after the end of the options.
     assert (
         node.systemctl_calls.read_text().split("\n")[0]
-        == "show --property=ActiveState -- opensearch"
+        == "show --property=ActiveState,UnitFileState -- opensearch"
     )
     # The marker the plan does not judge by is not read.
     assert set(run.answer["markers"]) == {"formed", "security_mode"}
@@ -498,3 +499,25 @@ def test_what_the_node_holds_is_returned_whole_even_where_it_holds_the_password(
     invocations = [line for line in run.module_runs[0]["logged"] if "Invoked with" in line]
     assert len(invocations) == 1
     assert "_api_password=NOT_LOGGING_PARAMETER" in invocations[0], invocations[0]
+
+
+@pytest.mark.parametrize(
+    ("file_state", "enabled"),
+    [("enabled", True), ("enabled-runtime", True), ("disabled", False), ("masked", False)],
+)
+def test_the_look_says_whether_the_unit_starts_at_boot(
+    tmp_path: Path,
+    node: Node,
+    engine: tuple[Engine, str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    file_state: str,
+    enabled: bool,
+) -> None:
+    """The engine play starts a node only when the look did not find it active and
+    enabled (roles/opensearch, tasks/run.yml): a disabled unit must read as such."""
+    _, url, ca = engine
+    node.unit("active", file_state)
+    run = look(tmp_path, node, monkeypatch, url=url, ca=ca)
+    assert run.observed["active"] is True
+    assert run.observed["enabled"] is enabled
+    assert "--property=ActiveState,UnitFileState" in node.systemctl_calls.read_text()

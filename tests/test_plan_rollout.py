@@ -144,3 +144,16 @@ def test_all_joined_only_when_every_node_runs_answers_and_names_one_manager() ->
         )
         assert plan_rollout(cluster, observed)["all_joined"] is False, (host, seen)
     assert plan_rollout(cluster, {})["all_joined"] is False
+
+
+def test_the_rollout_says_which_nodes_run_enabled_at_boot() -> None:
+    """roles/opensearch starts a node only when it was not active and enabled."""
+    cluster = build_cluster(nodes())
+    observed = {
+        "os-1": running(enabled=True),
+        "os-2": running(enabled=False),
+        "os-3": {**running(enabled=True), "active": False},
+    }
+    rollout = plan_rollout(cluster, observed)["nodes"]
+    assert [rollout[name]["enabled"] for name in ("os-1", "os-2", "os-3")] == [True, False, True]
+    assert [rollout[name]["active"] for name in ("os-1", "os-2", "os-3")] == [True, True, False]

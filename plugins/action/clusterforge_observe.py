@@ -120,6 +120,8 @@ class ActionModule(ApiActionBase):  # type: ignore[misc]
         observed: dict[str, Any] = {
             "memory_megabytes": memory_megabytes(seen.get("meminfo")),
             "active": bool(seen.get("active")),
+            # Enabled at boot: running and enabled, the engine play starts nothing.
+            "enabled": bool(seen.get("enabled")),
             "version": None,
             "cluster_manager": None,
             "formed": read.get("formed") is not None or bool(left.get("formed")),

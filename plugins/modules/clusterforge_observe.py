@@ -8,6 +8,8 @@ here the unit's state, the files and the node's API are read in one run.
 
 What it answers (the action's contract; the task itself returns ``observed``, RETURN):
   active: the unit's ActiveState is ``active`` (false when systemctl cannot tell).
+  enabled: the unit starts at boot (UnitFileState ``enabled`` or ``enabled-runtime``):
+    with ``active``, the engine play need not start the node (roles/opensearch run.yml).
   markers: ``{name: text or None}`` for each path of ``markers`` (None: missing).
   legacy_markers: ``{name: bool}``, whether each old place holds anything, tested with
     lstat only: never opened, the service user could have left a link to any file there.
@@ -90,7 +92,7 @@ observed:
   description:
     - What the node runs, in the shape C(clusterforge.plan.cluster.restarts.plan_rollout) and
       C(plan_removal) read (the action plugin builds it from this module's reads).
-    - Version, active, formed, security_mode, cluster_manager, the host's memory and
+    - Version, active, enabled, formed, security_mode, cluster_manager, the host's memory and
       C(opensearch_yml) (the node's opensearch.yml text, or null); with O(removal) also
       the members and the index settings.
   returned: always
@@ -171,19 +173,25 @@ class ObserveModule(AnsibleModule):  # type: ignore[misc]
         super().fail_json(msg, **kwargs)
 
 
-def unit_is_active(module: AnsibleModule, unit: str) -> bool:
-    """Whether systemd says the unit is active; false when it cannot be asked."""
+def unit_state(module: AnsibleModule, unit: str) -> tuple[bool, bool]:
+    """(active, enabled): whether systemd says the unit is active, and whether it starts
+    at boot (UnitFileState enabled or enabled-runtime); both false when it cannot tell."""
     systemctl = module.get_bin_path("systemctl")
     if not systemctl:
-        return False
-    rc, out, _errors = module.run_command([systemctl, "show", "--property=ActiveState", "--", unit])
+        return False, False
+    rc, out, _errors = module.run_command(
+        [systemctl, "show", "--property=ActiveState,UnitFileState", "--", unit]
+    )
     if rc != 0:
-        return False
+        return False, False
+    values = {}
     for line in str(out).splitlines():
         name, separator, value = line.partition("=")
-        if separator and name.strip() == "ActiveState":
-            return value.strip() == "active"
-    return False
+        if separator:
+            values[name.strip()] = value.strip()
+    return values.get("ActiveState") == "active", values.get("UnitFileState", "").startswith(
+        "enabled"
+    )
 
 
 def read_text(module: AnsibleModule, path: str) -> str | None:
@@ -269,7 +277,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    active = unit_is_active(module, params["service"])
+    active, enabled = unit_state(module, params["service"])
     markers = {str(name): read_text(module, str(path)) for name, path in params["markers"].items()}
     legacy = params["legacy_markers"] or {}
     config = params["config"]
@@ -282,6 +290,7 @@ def main() -> None:
     module.exit_json(
         changed=False,
         active=active,
+        enabled=enabled,
         markers=markers,
         legacy_markers={str(name): left_at_old_place(str(path)) for name, path in legacy.items()},
         meminfo=read_text(module, MEMINFO_PATH),

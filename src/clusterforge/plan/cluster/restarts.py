@@ -81,6 +81,9 @@ def plan_rollout(cluster: Cluster, observed: Mapping[str, Mapping[str, Any]]) ->
         active = bool(seen.get("active"))
         nodes[node.inventory_name] = {
             "active": active,
+            # Started at boot too: a node active and enabled needs no start
+            # (roles/opensearch, tasks/run.yml).
+            "enabled": bool(seen.get("enabled")),
             "running_version": running_version,
             "upgrade": bool(active and running_version and running_version != cluster.version),
             # Without a look at the node, a changed opensearch.yml restarts it.
