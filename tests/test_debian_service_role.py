@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ansible_templating import trusted
 from clusterforge.plan.monitoring.monitoring import debian_install as monitoring_install
 from clusterforge.plan.services.tls_proxy import debian_install as proxy_install
 
@@ -127,18 +128,6 @@ RUNNING = {"ActiveState": "active", "UnitFileState": "enabled"}
 STOPPED = {"ActiveState": "inactive", "UnitFileState": ""}
 
 
-def _trusted(value: Any) -> Any:
-    from ansible.template import trust_as_template
-
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    return value
-
-
 def placed(
     changed_paths: list[str] | None = None,
     *,
@@ -176,11 +165,11 @@ def converge(
         **defaults,
         **INPUTS,
         **inputs,
-        **_trusted(role_vars),
+        **trusted(role_vars),
         "ansible_check_mode": check,
     }
     ran: dict[str, list[str] | bool] = {}
-    for task in _trusted(_tasks(SHARED / "tasks" / "main.yml")):
+    for task in trusted(_tasks(SHARED / "tasks" / "main.yml")):
         templar = Templar(loader=DataLoader(), variables=variables)
         register = task.get("register")
         if "loop" in task:
@@ -232,7 +221,7 @@ def _files_changed(variables: dict[str, Any]) -> bool:
     registered = {name: variables[name] for name in variables if name not in role_vars}
     after_import = {
         **{name: value for name, value in registered.items() if not name.startswith("_debian")},
-        **_trusted(role_vars),
+        **trusted(role_vars),
     }
     templar = Templar(loader=DataLoader(), variables=after_import)
     return bool(

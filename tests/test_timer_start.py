@@ -12,20 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+from ansible_templating import trusted
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNNING = {"ActiveState": "active", "UnitFileState": "enabled"}
-
-
-def _trusted(value: Any) -> Any:
-    from ansible.template import trust_as_template
-
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    return value
 
 
 def _snapshot_tasks() -> list[dict[str, Any]]:
@@ -78,11 +68,11 @@ def _start(role: str, changed_paths: list[str], state: dict[str, str]) -> dict[s
     ]
     assert start["name"] == "Start the timer"
     placed = {"changed_paths": changed_paths, "unit_states": {timer: state}}
-    variables = {**plan, register: placed, **_trusted(start["vars"])}
+    variables = {**plan, register: placed, **trusted(start["vars"])}
     templar = Templar(loader=DataLoader(), variables=variables)
-    if not templar.evaluate_conditional(_trusted(start["when"])):
+    if not templar.evaluate_conditional(trusted(start["when"])):
         return None
-    arguments: dict[str, Any] = templar.template(_trusted(start["ansible.builtin.systemd_service"]))
+    arguments: dict[str, Any] = templar.template(trusted(start["ansible.builtin.systemd_service"]))
     return arguments
 
 
