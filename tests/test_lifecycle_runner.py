@@ -35,6 +35,7 @@ from clusterforge.host_runners.lifecycle import (
     policy_gauges,
 )
 from clusterforge.plan.lifecycle.lifecycle import check_policies
+from loopback_pki import loopback_server_certificate
 
 NOW = 1_800_000_000.0
 MB = 1024**2
@@ -372,29 +373,11 @@ class FakeEngine:
         }
 
 
-def _certificate(tmp_path: Path) -> tuple[Path, Path, Path]:
-    from clusterforge.pki.authority import load_or_create_ca
-    from clusterforge.pki.certificates import SubjectFields
-    from clusterforge.pki.issuing import ensure_node_certificate
-
-    subject = SubjectFields(common_name="lifecycle-test Root CA")
-    ca = load_or_create_ca(tmp_path / "pki", passphrase=b"lifecycle-test", subject=subject)
-    issued = ensure_node_certificate(
-        ca,
-        directory=tmp_path / "pki",
-        name="node",
-        subject=SubjectFields(common_name="node"),
-        dns_names=[],
-        ip_addresses=["127.0.0.1"],
-    )
-    return Path(ca.cert_path), Path(issued.cert_path), Path(issued.key_path)
-
-
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[tuple[FakeEngine, dict[str, Any]]]:
     """A real HTTPS server on loopback answering as the engine, and a node's config.json
     (its credentials file and state directory in tmp_path)."""
-    ca, cert, key = _certificate(tmp_path)
+    ca, cert, key = loopback_server_certificate(tmp_path / "pki", "lifecycle-test")
     fake = FakeEngine(manager="os-1")
     server, url = _serve(fake, cert, key)
     credentials = tmp_path / "credentials.json"

@@ -30,9 +30,9 @@ from ansible.plugins.action import ActionBase
 
 from clusterforge.pki.authority import load_or_create_ca
 from clusterforge.pki.certificates import SubjectFields
-from clusterforge.pki.issuing import ensure_node_certificate
 from clusterforge.plan.cluster.restarts import memory_megabytes
 from collection_plugins import load_action_using_api
+from loopback_pki import loopback_server_certificate
 from test_module_logging import RECORDER
 
 MODULE = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "clusterforge_observe.py"
@@ -72,24 +72,10 @@ class Engine:
     )
 
 
-def _certificate(tmp_path: Path) -> tuple[Path, Path, Path]:
-    subject = SubjectFields(common_name="observe-test Root CA")
-    ca = load_or_create_ca(tmp_path / "pki", passphrase=b"observe-test", subject=subject)
-    issued = ensure_node_certificate(
-        ca,
-        directory=tmp_path / "pki",
-        name="os-1",
-        subject=SubjectFields(common_name="os-1"),
-        dns_names=[],
-        ip_addresses=["127.0.0.1"],
-    )
-    return Path(ca.cert_path), Path(issued.cert_path), Path(issued.key_path)
-
-
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[tuple[Engine, str, Path]]:
     """A real HTTPS server on loopback answering as a node, its URL and the CA's file."""
-    ca, cert, key = _certificate(tmp_path)
+    ca, cert, key = loopback_server_certificate(tmp_path / "pki", "observe-test")
     state = Engine()
 
     class Handler(BaseHTTPRequestHandler):
