@@ -16,7 +16,8 @@ import pytest
 
 from clusterforge.status import command as status_command
 from clusterforge.status import lifecycle as preview
-from test_lifecycle_runner import NOW, FakeEngine, _certificate, _serve
+from loopback_pki import loopback_server_certificate
+from test_lifecycle_runner import NOW, FakeEngine, _serve
 
 POLICIES = """opensearch_lifecycle_policies:
   - name: events
@@ -30,7 +31,7 @@ POLICIES = """opensearch_lifecycle_policies:
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[tuple[FakeEngine, Path]]:
-    ca, cert, key = _certificate(tmp_path)
+    ca, cert, key = loopback_server_certificate(tmp_path / "pki", "lifecycle-test")
     fake = FakeEngine(manager="os-1")
     server, url = _serve(fake, cert, key)
     root = tmp_path / "lab"

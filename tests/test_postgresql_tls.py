@@ -29,8 +29,8 @@ from clusterforge.plan.services.services_database import (
     server_tls,
 )
 from clusterforge.plan.validation import validate_inventory
+from loopback_pki import loopback_server_certificate
 from test_lifecycle_plan import nodes
-from test_lifecycle_runner import _certificate
 
 ROLE = Path(__file__).resolve().parents[1] / "roles" / "postgresql"
 
@@ -265,7 +265,7 @@ def _start_server(base: Path, runas: list[str], pg_ctl: list[str]) -> int:
     port."""
     assert POSTGRES_BIN is not None
     base.chmod(0o755)
-    _, issued_cert, issued_key = _certificate(base)
+    _, issued_cert, issued_key = loopback_server_certificate(base / "pki", "lifecycle-test")
     data = base / "data"
     cert, key = base / "server.crt", base / "server.key"
     shutil.copyfile(issued_cert, cert)
