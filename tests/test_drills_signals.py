@@ -46,7 +46,7 @@ sys.exit(drills.main(["--lab-json", sys.argv[1], "b"]))
 def test_a_stopped_alert_drill_leaves_no_rule(tmp_path: Path) -> None:
     lab_json = tmp_path / "lab.json"
     lab_json.write_text(json.dumps({"nodes": [], "mode": "tls"}))
-    process = subprocess.Popen(  # noqa: S603
+    process = subprocess.Popen(
         [sys.executable, "-c", f"RULE = {RULE!r}\n{SCRIPT}", str(lab_json)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
