@@ -504,18 +504,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown drill(s) {', '.join(unknown)}; choose from {', '.join(DRILLS)}")
     names = list(dict.fromkeys(args.drills or DRILLS))
-    if not args.serve_receiver:
-        return 1 if run_drills(lab, names, parallel=args.parallel) else 0
-    try:
-        receiving = serving_receiver(
-            args.serve_receiver, log=lab.receiver_log, token_file=args.receiver_token_file
-        )
-        with receiving:
-            failed = run_drills(lab, names, parallel=args.parallel)
-    except (ValueError, OSError) as error:
-        print(f"DRILL-FAILED receiver: {error}", flush=True)
-        return 1
-    return 1 if failed else 0
+    # Drill (b) cuts the order service off with an iptables rule: a SIGTERM or SIGHUP
+    # (molecule stopped, a CI run cancelled) ends the run through its finally, and every
+    # rule the drills tag is removed on the way out, as the resilience drills do. Left,
+    # the rule cut every later order service on this host off from its cluster.
+    with resilience.rules_removed_on_exit():
+        if not args.serve_receiver:
+            return 1 if run_drills(lab, names, parallel=args.parallel) else 0
+        try:
+            receiving = serving_receiver(
+                args.serve_receiver, log=lab.receiver_log, token_file=args.receiver_token_file
+            )
+            with receiving:
+                failed = run_drills(lab, names, parallel=args.parallel)
+        except (ValueError, OSError) as error:
+            print(f"DRILL-FAILED receiver: {error}", flush=True)
+            return 1
+        return 1 if failed else 0
 
 
 if __name__ == "__main__":
