@@ -119,6 +119,10 @@ reason:
   description: Why it does not hold (the first difference found), empty when it does.
   type: str
   returned: always
+name:
+  description: The record's name, as given (a later play tells whose check it reads).
+  type: str
+  returned: always
 """
 
 import fnmatch
@@ -379,6 +383,7 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
+    name = str(module.params["name"])
     try:
         path = record_path(module.params)
     except ValueError as error:
@@ -386,12 +391,14 @@ def main() -> None:
         raise
     if module.params["state"] == "record":
         if module.check_mode:
-            module.exit_json(changed=False, holds=False, reason="check mode records nothing")
+            module.exit_json(
+                changed=False, holds=False, reason="check mode records nothing", name=name
+            )
         record(module, path)
         # The record is bookkeeping, not a change to the host's service.
-        module.exit_json(changed=False, holds=False, reason="")
+        module.exit_json(changed=False, holds=False, reason="", name=name)
     holds, reason = check(module, path)
-    module.exit_json(changed=False, holds=holds, reason=reason)
+    module.exit_json(changed=False, holds=holds, reason=reason, name=name)
 
 
 if __name__ == "__main__":
