@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from clusterforge.plan.converged import code_digest, converge_digest, gate_enabled, without_run_only
 
@@ -265,3 +266,47 @@ def test_the_gate_is_on_unless_the_inventory_turns_it_off(given: Any, enabled: b
     node_vars = {} if given is None else {"opensearch_converge_gate": given}
     assert gate_enabled([("os-1", node_vars)]) is enabled
     assert gate_enabled([]) is False
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def converged_includes(path: Path) -> dict[str, dict[str, Any]]:
+    """Each include of roles/_converged in a task file: its tasks_from, with the vars it
+    gives (the play's vars_files for site.yml's plays)."""
+    found: dict[str, dict[str, Any]] = {}
+    documents = yaml.safe_load(path.read_text())
+
+    def visit(tasks: list[dict[str, Any]], inherited: dict[str, Any]) -> None:
+        for task in tasks or []:
+            include = task.get("ansible.builtin.include_role") or {}
+            if include.get("name") == "clusterforge.stack._converged":
+                found[include["tasks_from"]] = {**inherited, **(task.get("vars") or {})}
+
+    for document in documents:
+        if "tasks" in document or "hosts" in document:
+            inherited: dict[str, Any] = {}
+            for vars_file in document.get("vars_files") or []:
+                inherited.update(yaml.safe_load((path.parent / vars_file).read_text()))
+            visit(document.get("tasks") or [], inherited)
+        else:
+            visit([document], {})
+    return found
+
+
+@pytest.mark.parametrize(
+    ("check_file", "record_file"),
+    [
+        ("playbooks/site.yml", "playbooks/site.yml"),
+        ("roles/_python_service/tasks/preflight.yml", "roles/_python_service/tasks/run.yml"),
+        ("roles/_debian_service/tasks/main.yml", "roles/_debian_service/tasks/main.yml"),
+    ],
+)
+def test_every_gated_play_records_exactly_what_it_checks(check_file: str, record_file: str) -> None:
+    # A record written with other trees, units or inputs than the check reads would never
+    # hold (a rerun always in full) or, worse, hold for paths nobody checks.
+    checks = converged_includes(ROOT / check_file)
+    records = converged_includes(ROOT / record_file)
+    assert "check.yml" in checks and "record.yml" in records
+    assert checks["check.yml"] == records["record.yml"]
+    assert {"_converged_name", "_converged_inputs", "_converged_trees"} <= set(checks["check.yml"])
