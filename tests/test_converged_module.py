@@ -220,7 +220,7 @@ def test_a_name_that_is_not_a_file_name_is_refused(tmp_path: Path, host: dict[st
 
 
 def test_the_digest_ignores_what_a_run_did_and_follows_what_a_host_gets(tmp_path: Path) -> None:
-    plan = {
+    plan: dict[str, Any] = {
         "cluster": {"name": "c", "pki": {"expiry_days": {"admin": 300}, "changed": True}},
         "artifacts": {"engine": "/cache/e.tar.gz", "fetched": True},
         "monitoring": {"issued": True, "files": {"a": "x"}},
