@@ -48,7 +48,7 @@ options:
     type: str
     required: true
   state:
-    description: C(check) answers O(holds); C(record) writes the record.
+    description: C(check) answers RV(holds); C(record) writes the record.
     type: str
     choices: [check, record]
     default: check
