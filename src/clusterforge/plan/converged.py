@@ -34,6 +34,8 @@ RUN_ONLY: tuple[tuple[str, ...], ...] = (
     ("cluster", "pki", "expiry_days"),
     ("cluster", "pki", "changed"),
     ("model_warnings",),
+    # The digest itself, should a plan that carries one be digested again.
+    ("converge_digest",),
 )
 
 # Where the code lies that turns a plan into hosts, relative to the collection's root.
