@@ -298,7 +298,7 @@ def converged_includes(path: Path) -> dict[str, dict[str, Any]]:
     ("check_file", "record_file"),
     [
         ("playbooks/site.yml", "playbooks/site.yml"),
-        ("roles/_python_service/tasks/preflight.yml", "roles/_python_service/tasks/run.yml"),
+        ("roles/_python_service/tasks/install.yml", "roles/_python_service/tasks/run.yml"),
         ("roles/_debian_service/tasks/main.yml", "roles/_debian_service/tasks/main.yml"),
     ],
 )
