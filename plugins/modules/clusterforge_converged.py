@@ -123,6 +123,10 @@ name:
   description: The record's name, as given (a later play tells whose check it reads).
   type: str
   returned: always
+digest:
+  description: The digest, as given (the play's record step writes the record under it).
+  type: str
+  returned: always
 """
 
 import fnmatch
@@ -384,6 +388,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     name = str(module.params["name"])
+    digest = str(module.params["digest"])
     try:
         path = record_path(module.params)
     except ValueError as error:
@@ -392,13 +397,17 @@ def main() -> None:
     if module.params["state"] == "record":
         if module.check_mode:
             module.exit_json(
-                changed=False, holds=False, reason="check mode records nothing", name=name
+                changed=False,
+                holds=False,
+                reason="check mode records nothing",
+                name=name,
+                digest=digest,
             )
         record(module, path)
         # The record is bookkeeping, not a change to the host's service.
-        module.exit_json(changed=False, holds=False, reason="", name=name)
+        module.exit_json(changed=False, holds=False, reason="", name=name, digest=digest)
     holds, reason = check(module, path)
-    module.exit_json(changed=False, holds=holds, reason=reason, name=name)
+    module.exit_json(changed=False, holds=holds, reason=reason, name=name, digest=digest)
 
 
 if __name__ == "__main__":
