@@ -199,7 +199,10 @@ def test_changed_inputs_a_stopped_unit_or_another_play_shape_do_not_hold(
     disabled = run(tmp_path, fake_systemctl(tmp_path, enabled="disabled"), **gate_args(host))
     assert (disabled["holds"], disabled["reason"]) == (False, "unit svc is disabled, not enabled")
     fewer = run(tmp_path, fake_systemctl(tmp_path), **gate_args(host, trees=host["trees"][:1]))
-    assert (fewer["holds"], fewer["reason"]) == (False, "the play's trees changed")
+    assert (fewer["holds"], fewer["reason"]) == (
+        False,
+        "the play's trees, units, packages, accounts or values changed",
+    )
 
 
 def test_a_missing_package_does_not_hold_and_is_not_recorded(
@@ -310,3 +313,34 @@ def test_every_gated_play_records_exactly_what_it_checks(check_file: str, record
     assert "check.yml" in checks and "record.yml" in records
     assert checks["check.yml"] == records["record.yml"]
     assert {"_converged_name", "_converged_inputs", "_converged_trees"} <= set(checks["check.yml"])
+
+
+def test_read_answers_every_record_at_once_for_the_plays_to_compare(
+    tmp_path: Path, host: dict[str, Any]
+) -> None:
+    # The reach at the start of a run reads every record on the host in one module run;
+    # each gated play then compares the digest it works out with the recorded one.
+    env = fake_systemctl(tmp_path)
+    recorded(tmp_path, host, env)
+    other = gate_args(host, name="other", digest="inputs-9", trees=[str(tmp_path / "opt")])
+    assert run(tmp_path, env, state="record", **other)["changed"] is False
+    (tmp_path / "records" / "broken.json").write_text("{not json")
+
+    answers = run(tmp_path, env, state="read")["records"]
+    assert answers == {
+        "svc": {"holds": True, "reason": "", "digest": "inputs-1"},
+        "other": {"holds": True, "reason": "", "digest": "inputs-9"},
+    }
+    (host["paths"]["config"] / "svc.yml").write_text("port: 1\n")
+    answers = run(tmp_path, env, state="read")["records"]
+    assert answers["svc"]["holds"] is False
+    assert str(host["paths"]["config"] / "svc.yml") in answers["svc"]["reason"]
+    assert answers["other"]["holds"] is True
+    stopped = run(tmp_path, fake_systemctl(tmp_path, active="failed"), state="read")["records"]
+    assert stopped["other"] == {
+        "holds": False,
+        "reason": "unit svc is failed, not active",
+        "digest": "inputs-9",
+    }
+    nothing = run(tmp_path, env, state="read", record_dir=str(tmp_path / "none"))
+    assert nothing["records"] == {}

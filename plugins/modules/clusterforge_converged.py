@@ -35,22 +35,27 @@ description:
     the planned inputs are the same and every tree, unit, package, account and value the
     record names is as it was. Nothing is written, so it runs in check mode too.
   - With O(state=record), writes that record from what the host holds now.
+  - With O(state=read), reads every record on the host and answers, for each, whether the
+    host still holds what it names and the digest it was written under; the reach at the
+    start of a run (playbooks/reach.yml) asks this once, and each gated play compares the
+    digest it works out with the recorded one without a round trip of its own.
   - A play checks first and ends for a host whose converge holds; it records last.
 version_added: 1.0.0
 author: clusterforge developers (@clusterforge)
 options:
   name:
-    description: The record's name, one per play (C(opensearch), C(node_exporter)).
+    description: The record's name, one per play (C(opensearch), C(node_exporter)); required
+      but with O(state=read).
     type: str
-    required: true
   digest:
-    description: The digest of what the play plans for this host (its inputs).
+    description: The digest of what the play plans for this host (its inputs); required but
+      with O(state=read).
     type: str
-    required: true
   state:
-    description: C(check) answers RV(holds); C(record) writes the record.
+    description: C(check) answers RV(holds); C(record) writes the record; C(read) answers
+      RV(records).
     type: str
-    choices: [check, record]
+    choices: [check, record, read]
     default: check
   trees:
     description:
@@ -114,19 +119,24 @@ holds:
   description: Whether the record is there, for the same digest, and everything it names
     is as it was (always false with O(state=record)).
   type: bool
-  returned: always
+  returned: with O(state=check) and O(state=record)
 reason:
   description: Why it does not hold (the first difference found), empty when it does.
   type: str
-  returned: always
+  returned: with O(state=check) and O(state=record)
 name:
-  description: The record's name, as given (a later play tells whose check it reads).
+  description: The record's name, as given.
   type: str
-  returned: always
+  returned: with O(state=check) and O(state=record)
 digest:
   description: The digest, as given (the play's record step writes the record under it).
   type: str
-  returned: always
+  returned: with O(state=check) and O(state=record)
+records:
+  description: Per record name, C(holds) (the host still holds what it names), C(reason)
+    (the first difference) and C(digest) (the one it was written under).
+  type: dict
+  returned: with O(state=read)
 """
 
 import fnmatch
@@ -141,6 +151,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 RECORD_VERSION = 1
+DEFAULT_HASH_LIMIT = 1048576
 # systemctl is-enabled answers these for a unit that starts at boot (or is another's alias).
 STARTS_AT_BOOT = ("enabled", "enabled-runtime", "alias", "static", "indirect")
 
@@ -214,23 +225,19 @@ def _unit_lines(module: AnsibleModule, verb: str, units: list[str]) -> list[str]
     return lines if len(lines) == len(units) else ["unknown"] * len(units)
 
 
-def unit_problems(module: AnsibleModule, units: list[str]) -> list[str]:
-    if not units:
-        return []
-    active = _unit_lines(module, "is-active", units)
-    enabled = _unit_lines(module, "is-enabled", units)
-    problems = []
-    for unit, is_active, is_enabled in zip(units, active, enabled, strict=True):
-        if is_active != "active":
-            problems.append(f"unit {unit} is {is_active}, not active")
-        elif is_enabled not in STARTS_AT_BOOT:
-            problems.append(f"unit {unit} is {is_enabled}, not enabled")
-    return problems
+def unit_problem(unit: str, answers: dict[str, tuple[str, str]]) -> str:
+    """Why ``unit`` does not run and start at boot, from :func:`ask_units`; empty if it does."""
+    active, enabled = answers.get(unit, ("unknown", "unknown"))
+    if active != "active":
+        return f"unit {unit} is {active}, not active"
+    if enabled not in STARTS_AT_BOOT:
+        return f"unit {unit} is {enabled}, not enabled"
+    return ""
 
 
 def installed_packages(status_path: str = "/var/lib/dpkg/status") -> set[str]:
     """The packages dpkg lists as installed, read from its status file in one pass."""
-    installed = set()
+    installed: set[str] = set()
     try:
         with open(status_path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
@@ -328,6 +335,43 @@ def write_record(path: str, record: dict[str, Any]) -> None:
         raise
 
 
+SPEC_KINDS = ("trees", "units", "packages", "accounts", "values")
+
+
+def spec_of(source: dict[str, Any]) -> dict[str, Any]:
+    """What a play says it owns (the task's arguments, or a record's copy of them)."""
+    spec: dict[str, Any] = {kind: list(source.get(kind) or []) for kind in SPEC_KINDS}
+    limit = source.get("hash_limit")
+    spec["hash_limit"] = DEFAULT_HASH_LIMIT if limit is None else int(limit)
+    return spec
+
+
+def still_as_recorded(
+    module: AnsibleModule, record: dict[str, Any], unit_lines: dict[str, tuple[str, str]]
+) -> str:
+    """Why the host no longer holds what ``record`` names; empty when it does.
+    ``unit_lines``: each unit's (is-active, is-enabled) answer, asked once for all."""
+    spec = spec_of(record)
+    for unit in spec["units"]:
+        problem = unit_problem(unit, unit_lines)
+        if problem:
+            return problem
+    missing = sorted(set(spec["packages"]) - installed_packages())
+    if missing:
+        return f"packages not installed: {', '.join(missing)}"
+    return first_difference(record.get("state") or {}, host_state(spec))
+
+
+def ask_units(module: AnsibleModule, units: list[str]) -> dict[str, tuple[str, str]]:
+    """Each unit's (is-active, is-enabled) answer, from one call of each for all units."""
+    asked = sorted(set(units))
+    if not asked:
+        return {}
+    active = _unit_lines(module, "is-active", asked)
+    enabled = _unit_lines(module, "is-enabled", asked)
+    return {unit: (a, e) for unit, a, e in zip(asked, active, enabled, strict=True)}
+
+
 def check(module: AnsibleModule, path: str) -> tuple[bool, str]:
     params = module.params
     record = read_record(path)
@@ -335,24 +379,54 @@ def check(module: AnsibleModule, path: str) -> tuple[bool, str]:
         return False, "no record of an earlier converge"
     if record.get("digest") != params["digest"]:
         return False, "the planned inputs changed"
-    for kind in ("trees", "units", "packages", "accounts", "values"):
-        if record.get(kind) != params[kind]:
-            return False, f"the play's {kind} changed"
-    problems = unit_problems(module, list(params["units"]))
-    if problems:
-        return False, problems[0]
-    missing = sorted(set(params["packages"]) - installed_packages())
-    if missing:
-        return False, f"packages not installed: {', '.join(missing)}"
-    reason = first_difference(record.get("state") or {}, host_state(params))
+    if spec_of(record) != spec_of(params):
+        return False, "the play's trees, units, packages, accounts or values changed"
+    reason = still_as_recorded(module, record, ask_units(module, list(params["units"])))
     return not reason, reason
+
+
+def read_all(module: AnsibleModule) -> dict[str, dict[str, Any]]:
+    """Every record in ``record_dir``, each with whether the host still holds it: the
+    reach at the start of a run asks this once per host, and each gated play compares the
+    digest it works out with the recorded one, without a round trip of its own."""
+    directory = str(module.params["record_dir"])
+    try:
+        names = sorted(name for name in os.listdir(directory) if name.endswith(".json"))
+    except FileNotFoundError:
+        return {}
+    records = {}
+    for file_name in names:
+        record = read_record(os.path.join(directory, file_name))
+        if record is not None and record.get("version") == RECORD_VERSION:
+            records[file_name[: -len(".json")]] = record
+    units = ask_units(
+        module, [unit for record in records.values() for unit in spec_of(record)["units"]]
+    )
+    answers = {}
+    for name, record in records.items():
+        try:
+            reason = still_as_recorded(module, record, units)
+        except OSError as error:  # a path that cannot be read holds nothing
+            reason = (
+                f"could not read {getattr(error, 'filename', '') or 'a path'}: {error.strerror}"
+            )
+        answers[name] = {
+            "holds": not reason,
+            "reason": reason,
+            "digest": str(record.get("digest") or ""),
+        }
+    return answers
 
 
 def record(module: AnsibleModule, path: str) -> None:
     params = module.params
+    spec = spec_of(params)
     # A converge whose units do not run, or whose packages are gone, is not one to keep.
-    problems = unit_problems(module, list(params["units"]))
-    missing = sorted(set(params["packages"]) - installed_packages())
+    answers = ask_units(module, spec["units"])
+    problems = [
+        problem for problem in (unit_problem(unit, answers) for unit in spec["units"]) if problem
+    ]
+    missing = sorted(set(spec["packages"]) - installed_packages())
     if problems or missing:
         module.fail_json(
             msg="not recording a converge that does not hold: "
@@ -360,33 +434,32 @@ def record(module: AnsibleModule, path: str) -> None:
         )
     write_record(
         path,
-        {
-            "version": RECORD_VERSION,
-            **{
-                kind: params[kind]
-                for kind in ("digest", "trees", "units", "packages", "accounts", "values")
-            },
-            "state": host_state(params),
-        },
+        {"version": RECORD_VERSION, "digest": params["digest"], **spec, "state": host_state(spec)},
     )
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "name": {"type": "str", "required": True},
-            "digest": {"type": "str", "required": True},
-            "state": {"type": "str", "choices": ["check", "record"], "default": "check"},
+            "name": {"type": "str"},
+            "digest": {"type": "str"},
+            "state": {"type": "str", "choices": ["check", "record", "read"], "default": "check"},
             "trees": {"type": "list", "elements": "raw", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},
             "accounts": {"type": "list", "elements": "str", "default": []},
             "values": {"type": "list", "elements": "path", "default": []},
-            "hash_limit": {"type": "int", "default": 1048576},
+            "hash_limit": {"type": "int", "default": DEFAULT_HASH_LIMIT},
             "record_dir": {"type": "path", "default": "/var/lib/clusterforge/converged"},
         },
+        required_if=[
+            ("state", "check", ("name", "digest")),
+            ("state", "record", ("name", "digest")),
+        ],
         supports_check_mode=True,
     )
+    if module.params["state"] == "read":
+        module.exit_json(changed=False, records=read_all(module))
     name = str(module.params["name"])
     digest = str(module.params["digest"])
     try:
