@@ -18,7 +18,10 @@ Arguments:
     node (version, active, formed, security_mode, cluster_manager); default: nothing,
     every node is new.
   planned: the result of an earlier call in the same run: with it, the rollout, the
-    removal and the groups are decided again from ``observed``; the rest is kept.
+    removal and the groups are decided again from ``observed``; the rest is kept, and
+    ``converge_digest`` is added: the digest the converge gate keeps every host's records
+    under (clusterforge.plan.converged; roles/_converged), empty with
+    ``opensearch_converge_gate: false``.
   changes: with ``planned``, the run's recorded changes of every host ({host, reason,
     restart}, playbooks/rolling.yml gathers each host's __clusterforge_changes): the
     plan comes back with the restart decision added to its rollout (``rollout.restarts``,
@@ -74,6 +77,7 @@ from ansible_collections.clusterforge.stack.plugins.plugin_utils.library import 
 # library need not be installed; a run without it fails with the fix (require_library).
 CLUSTERFORGE_IMPORT_ERROR: ImportError | None
 try:
+    import clusterforge
     from clusterforge.errors import ClusterforgeError, InventoryError
     from clusterforge.inventory.reader import inventory_read_problem
     from clusterforge.inventory.variables import (
@@ -84,6 +88,7 @@ try:
         services_vars,
     )
     from clusterforge.plan.cluster.model import plain_data
+    from clusterforge.plan.converged import code_digest, converge_digest, gate_enabled
     from clusterforge.plan.monitoring.monitoring import monitoring_hosts_vars
     from clusterforge.plan.plan import (
         build_plan,
@@ -152,15 +157,23 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         inventory_dir = hosts.directory([group, *SERVICES])
         planned = self._task.args.get("planned")
         if planned:
+            nodes_vars = model_vars(hosts, group)
             try:
                 plan = with_observed(
                     plain_data(planned),
-                    model_vars(hosts, group),
+                    nodes_vars,
                     plain_data(self._task.args.get("observed") or {}),
                     preview=bool(self._task.check_mode),
                 )
             except ClusterforgeError as error:
                 raise AnsibleActionFail(str(error)) from None
+            # What every play's converge record is kept under (roles/_converged): only
+            # this call has looked at the nodes, so only its plan holds their rollout.
+            plan["converge_digest"] = (
+                converge_digest(plan, code_digest(PROJECT_ROOT, Path(clusterforge.__file__).parent))
+                if gate_enabled(nodes_vars)
+                else ""
+            )
             result.update(changed=False, _ansible_no_log=True, **plan)
             return result
         nodes_vars = model_vars(hosts, group)

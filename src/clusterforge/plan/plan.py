@@ -112,6 +112,7 @@ PLAN_SECTIONS = (
     "timer_removal",
     "monitoring",
     "nodes",
+    "converge_digest",
 )
 
 
@@ -306,6 +307,10 @@ def build_plan(
         # their certificates and keys and the web password: no_log, as the whole plan is.
         "monitoring": monitoring,
         "nodes": nodes,
+        # The converge gate's digest (clusterforge.plan.converged): the action that runs
+        # this puts it in once the look at the nodes has decided the rollout; a plan that
+        # has not looked skips nothing.
+        "converge_digest": "",
     }
     return plan
 
