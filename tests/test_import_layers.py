@@ -94,6 +94,7 @@ NOT_PLANNERS = frozenset(
 )
 ACTION_PLAN_IMPORTS = {
     "clusterforge_plan": {
+        "converged",
         "model",
         "monitoring",
         "orders_search",
@@ -149,8 +150,11 @@ PLAN = LIBRARY / "plan"
 PLAN_PACKAGES = ("security", "cluster", "services", "snapshots", "lifecycle", "monitoring")
 # The plan's entry points, the only modules flat in plan/: each gathers every concern (the
 # plan, the inventory check, the security files with every concern's user, the cluster's
-# objects with every concern's role), so no package imports them.
-PLAN_ENTRY_POINTS = frozenset({"plan", "validation", "cluster_security", "cluster_config"})
+# objects with every concern's role, the converge gate's digest of the whole plan), so no
+# package imports them.
+PLAN_ENTRY_POINTS = frozenset(
+    {"plan", "validation", "cluster_security", "cluster_config", "converged"}
+)
 
 
 def _plan_targets(path: Path) -> Iterator[str]:
