@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 import yaml
 
 from clusterforge.plan.converged import code_digest, converge_digest, gate_enabled, without_run_only
+from module_runner import run_module
 
 MODULE = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "clusterforge_converged.py"
 
@@ -41,27 +40,8 @@ def fake_systemctl(
 
 
 def run(tmp_path: Path, env: dict[str, str], check: bool = False, **args: Any) -> dict[str, Any]:
-    arguments = tmp_path / "args.json"
-    arguments.write_text(
-        json.dumps(
-            {
-                "ANSIBLE_MODULE_ARGS": {
-                    "record_dir": str(tmp_path / "records"),
-                    **args,
-                    "_ansible_check_mode": check,
-                }
-            }
-        )
-    )
-    done = subprocess.run(
-        [sys.executable, str(MODULE), str(arguments)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    arguments = {"record_dir": str(tmp_path / "records"), **args, "_ansible_check_mode": check}
+    return run_module(MODULE, tmp_path, arguments, env)
 
 
 @pytest.fixture

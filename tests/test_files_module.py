@@ -7,12 +7,12 @@ import json
 import os
 import pwd
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from module_runner import run_module
 
 MODULE = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "clusterforge_files.py"
 USER = "root" if os.geteuid() == 0 else None
@@ -25,21 +25,9 @@ def run(
     env: dict[str, str] | None = None,
     **args: Any,
 ) -> dict[str, Any]:
-    arguments = tmp_path / "args.json"
-    arguments.write_text(
-        json.dumps(
-            {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check, "_ansible_diff": diff}}
-        )
+    return run_module(
+        MODULE, tmp_path, {**args, "_ansible_check_mode": check, "_ansible_diff": diff}, env
     )
-    done = subprocess.run(
-        [sys.executable, str(MODULE), str(arguments)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 def owned(path: Path, mode: str, **extra: Any) -> dict[str, Any]:
