@@ -347,16 +347,17 @@ def spec_of(source: dict[str, Any]) -> dict[str, Any]:
 
 
 def still_as_recorded(
-    module: AnsibleModule, record: dict[str, Any], unit_lines: dict[str, tuple[str, str]]
+    record: dict[str, Any], unit_lines: dict[str, tuple[str, str]], installed: set[str]
 ) -> str:
     """Why the host no longer holds what ``record`` names; empty when it does.
-    ``unit_lines``: each unit's (is-active, is-enabled) answer, asked once for all."""
+    ``unit_lines``: each unit's (is-active, is-enabled) answer, asked once for all;
+    ``installed``: dpkg's installed packages, read once for all."""
     spec = spec_of(record)
     for unit in spec["units"]:
         problem = unit_problem(unit, unit_lines)
         if problem:
             return problem
-    missing = sorted(set(spec["packages"]) - installed_packages())
+    missing = sorted(set(spec["packages"]) - installed)
     if missing:
         return f"packages not installed: {', '.join(missing)}"
     return first_difference(record.get("state") or {}, host_state(spec))
@@ -381,7 +382,8 @@ def check(module: AnsibleModule, path: str) -> tuple[bool, str]:
         return False, "the planned inputs changed"
     if spec_of(record) != spec_of(params):
         return False, "the play's trees, units, packages, accounts or values changed"
-    reason = still_as_recorded(module, record, ask_units(module, list(params["units"])))
+    installed = installed_packages() if params["packages"] else set()
+    reason = still_as_recorded(record, ask_units(module, list(params["units"])), installed)
     return not reason, reason
 
 
@@ -402,10 +404,13 @@ def read_all(module: AnsibleModule) -> dict[str, dict[str, Any]]:
     units = ask_units(
         module, [unit for record in records.values() for unit in spec_of(record)["units"]]
     )
+    # dpkg's status file (about a megabyte) is read once for every record, not per record.
+    wanted = any(spec_of(record)["packages"] for record in records.values())
+    installed = installed_packages() if wanted else set()
     answers = {}
     for name, record in records.items():
         try:
-            reason = still_as_recorded(module, record, units)
+            reason = still_as_recorded(record, units, installed)
         except OSError as error:  # a path that cannot be read holds nothing
             reason = (
                 f"could not read {getattr(error, 'filename', '') or 'a path'}: {error.strerror}"
