@@ -11,10 +11,15 @@ from typing import Any
 
 
 def run_module(
-    module: Path, workdir: Path, args: dict[str, Any], env: dict[str, str] | None = None
+    module: Path,
+    workdir: Path,
+    args: dict[str, Any],
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """``module``'s answer to ``args`` (Ansible's internal ``_ansible_*`` keys included),
-    the arguments file written in ``workdir``; ``env`` replaces the environment."""
+    the arguments file written in ``workdir``; ``env`` replaces the environment, and a run
+    past ``timeout`` seconds fails the test instead of hanging it."""
     arguments = workdir / "args.json"
     arguments.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     done = subprocess.run(
@@ -23,6 +28,7 @@ def run_module(
         text=True,
         check=False,
         env=env,
+        timeout=timeout,
     )
     result: dict[str, Any] = json.loads(done.stdout)
     return result

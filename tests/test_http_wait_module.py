@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,21 +14,13 @@ from typing import Any
 
 import pytest
 
+from module_runner import run_module
+
 MODULE = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "clusterforge_http_wait.py"
 
 
 def run(tmp_path: Path, **args: Any) -> dict[str, Any]:
-    arguments = tmp_path / "args.json"
-    arguments.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    done = subprocess.run(
-        [sys.executable, str(MODULE), str(arguments)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_module(MODULE, tmp_path, args, timeout=60)
 
 
 class Script:
